@@ -1,0 +1,31 @@
+# The project's three entry points. Each installs what it needs first:
+# the toolchain pinned in rust-toolchain.toml and its wasm32-wasip2 target.
+
+CARGO ?= cargo
+COMPONENTS := lab-bytes lab-kit lab-guest
+
+.PHONY: setup run test lint bench
+
+setup:
+	@command -v rustup >/dev/null || { echo "rustup is required (https://rustup.rs)"; exit 1; }
+	rustup toolchain install --no-self-update
+	rustup target add wasm32-wasip2
+
+## make run: build everything, serve every service on its default port
+## with its state under ./data.
+run: setup
+	$(CARGO) run --release -p labd --
+
+## make test: formatting, lints, unit tests and the black-box tests.
+test: setup lint
+	$(CARGO) test --workspace
+
+lint:
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy --target wasm32-wasip2 $(addprefix -p ,$(COMPONENTS)) -- -D warnings
+
+## make bench: throughput against same-run baselines (not part of CI).
+bench: setup
+	$(CARGO) build --release -p labd -p lab-bench
+	./target/release/lab-bench --labd ./target/release/labd

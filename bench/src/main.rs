@@ -1,0 +1,120 @@
+//! `lab-bench`: throughput and latency of `labd`'s bytes service on
+//! loopback, each figure printed beside a baseline measured in the same run.
+//!
+//! - [`labd`]: `labd` as a child process with a fresh data directory.
+//! - [`client`]: a minimal HTTP/1.1 keep-alive client.
+//! - [`native`]: the baseline server, plain hyper without a component.
+//! - [`measure`]: the measurements and their baselines.
+//!
+//! Output: a header line naming the machine, then one table row per
+//! measurement (`what | figure | baseline | ratio | target`). Progress goes
+//! to stderr. MB is 10^6 bytes.
+
+mod client;
+mod labd;
+mod measure;
+mod native;
+
+use anyhow::{Context, Result};
+use clap::Parser;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// Measures labd's bytes service against same-run baselines.
+#[derive(Debug, Parser)]
+#[command(name = "lab-bench")]
+struct Args {
+    /// The labd binary to measure.
+    #[arg(long)]
+    labd: PathBuf,
+
+    /// Seconds each small-get run lasts (per concurrency and per server).
+    #[arg(long, default_value_t = 3.0)]
+    seconds: f64,
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    let rps_time = Duration::try_from_secs_f64(args.seconds)
+        .ok()
+        .filter(|d| !d.is_zero() && *d <= Duration::from_secs(60))
+        .context("--seconds must be above 0 and at most 60")?;
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    println!(
+        "machine: nproc={threads}, cpu={}, labd={}, MB=10^6 bytes",
+        cpu_model(),
+        args.labd.display()
+    );
+
+    let started = Instant::now();
+    // Declared before labd, so dropped after it: the child dies before its
+    // data directory goes.
+    let scratch = labd::Scratch::create()?;
+    let labd = labd::Labd::start(&args.labd, scratch.path())?;
+    eprintln!(
+        "lab-bench: labd ready on {} after {:.1} s",
+        labd.operations,
+        started.elapsed().as_secs_f64()
+    );
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .enable_all()
+        .build()
+        .context("start the client runtime")?;
+    let rows = runtime.block_on(measure::run(
+        labd.operations,
+        scratch.path(),
+        threads,
+        rps_time,
+    ))?;
+    drop(runtime);
+    drop(labd);
+    drop(scratch);
+
+    print_table(&rows);
+    eprintln!(
+        "lab-bench: done in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// The first `model name` of /proc/cpuinfo, if there is one.
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|info| {
+            info.lines()
+                .find(|line| line.starts_with("model name"))
+                .and_then(|line| line.split_once(':'))
+                .map(|(_, model)| model.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".to_string())
+}
+
+fn print_table(rows: &[measure::Row]) {
+    let header = ["what", "figure", "baseline", "ratio", "target"];
+    let cells: Vec<[&str; 5]> = std::iter::once(header)
+        .chain(
+            rows.iter()
+                .map(|r| [&*r.what, &*r.figure, &*r.baseline, &*r.ratio, &*r.target]),
+        )
+        .collect();
+    let mut widths = [0usize; 5];
+    for line in &cells {
+        for (width, cell) in widths.iter_mut().zip(line) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    for line in &cells {
+        let padded: Vec<String> = line
+            .iter()
+            .zip(widths)
+            .map(|(cell, width)| format!("{cell}{}", " ".repeat(width - cell.chars().count())))
+            .collect();
+        println!("{}", padded.join(" | ").trim_end());
+    }
+}

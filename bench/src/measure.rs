@@ -1,0 +1,651 @@
+//! The measurements, each beside a baseline taken in the same run on the
+//! same machine:
+//!
+//! - put MB/s against hashing and writing the same bytes durably (SHA-256,
+//!   write, fsync, rename, fsync of the directory) in the same filesystem,
+//!   with `sha256sum` and `cp` of a file of those bytes for reference;
+//! - get MB/s and small-get requests/s against a plain hyper server that
+//!   answers the same bytes with the same headers from memory.
+//!
+//! Every loop is bounded both in count and in time.
+
+use crate::client::{self, Conn};
+use crate::native::{Native, Routes};
+use anyhow::{ensure, Context, Result};
+use bytes::Bytes;
+use hyper::header::{HeaderName, HeaderValue};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Put throughput over the durable-write baseline that is the target.
+const PUT_TARGET: f64 = 0.70;
+/// Most latency the component may add to a small get, in µs.
+const ADDED_LATENCY_TARGET_US: f64 = 20.0;
+/// Concurrent keep-alive clients of the small-get runs.
+const CONCURRENCY: [usize; 3] = [1, 16, 64];
+/// Unmeasured time before each small-get run.
+const WARMUP: Duration = Duration::from_millis(500);
+/// Upper bound of requests per connection in a small-get run.
+const MAX_REQUESTS_PER_CONN: u64 = 10_000_000;
+/// The baseline writes in slices of this size.
+const WRITE_SLICE: usize = 256 << 10;
+
+/// Stop after `count` iterations or once `time` has passed, whichever is
+/// first; at least one iteration runs.
+#[derive(Clone, Copy)]
+struct Bound {
+    count: u64,
+    time: Duration,
+}
+
+impl Bound {
+    const fn new(count: u64, seconds: u64) -> Bound {
+        Bound {
+            count,
+            time: Duration::from_secs(seconds),
+        }
+    }
+
+    fn done(&self, count: u64, started: Instant) -> bool {
+        count >= self.count.max(1) || (count > 0 && started.elapsed() >= self.time)
+    }
+}
+
+/// One blob size and how long to spend on it.
+struct Spec {
+    label: &'static str,
+    size: usize,
+    puts: Bound,
+    gets: Bound,
+    /// Whether to time `sha256sum` and `cp`; below a megabyte they measure
+    /// process start more than bytes.
+    tools: bool,
+}
+
+const SPECS: [Spec; 3] = [
+    Spec {
+        label: "4 KiB",
+        size: 4 << 10,
+        puts: Bound::new(1_000, 2),
+        gets: Bound::new(100_000, 2),
+        tools: false,
+    },
+    Spec {
+        label: "1 MiB",
+        size: 1 << 20,
+        puts: Bound::new(200, 3),
+        gets: Bound::new(2_000, 2),
+        tools: true,
+    },
+    Spec {
+        label: "256 MiB",
+        size: 256 << 20,
+        puts: Bound::new(2, 120),
+        gets: Bound::new(2, 60),
+        tools: true,
+    },
+];
+
+/// One line of the output table.
+pub struct Row {
+    pub what: String,
+    pub figure: String,
+    pub baseline: String,
+    pub ratio: String,
+    pub target: String,
+}
+
+impl Row {
+    fn new(what: String, figure: String, baseline: String, ratio: String, target: String) -> Row {
+        Row {
+            what,
+            figure,
+            baseline,
+            ratio,
+            target,
+        }
+    }
+}
+
+/// Bytes moved over time.
+#[derive(Clone, Copy)]
+struct Rate {
+    count: u64,
+    bytes: u64,
+    elapsed: Duration,
+}
+
+impl Rate {
+    fn mb_per_s(&self) -> f64 {
+        self.bytes as f64 / self.elapsed.as_secs_f64().max(1e-9) / 1e6
+    }
+}
+
+/// A stored blob: its route and its bytes.
+struct Stored {
+    label: &'static str,
+    path: String,
+    bytes: Bytes,
+}
+
+/// Runs every measurement against the bytes service at `labd`; `scratch`
+/// holds the baseline's files, `threads` is the native server's worker
+/// count, `rps_time` the length of each small-get run.
+pub async fn run(
+    labd: SocketAddr,
+    scratch: &Path,
+    threads: usize,
+    rps_time: Duration,
+) -> Result<Vec<Row>> {
+    let mut rng = Xorshift::from_clock();
+    let mut rows = Vec::new();
+    let mut stored = Vec::new();
+
+    for spec in &SPECS {
+        progress(&format!("put {}", spec.label));
+        let mut data = vec![0u8; spec.size];
+        rng.fill(&mut data);
+        let baseline = tokio::task::block_in_place(|| {
+            hash_and_write(&scratch.join("baseline"), &mut data, &mut rng, spec.puts)
+        })?;
+        let (put, name) = puts(labd, &mut data, &mut rng, spec.puts).await?;
+        let ratio = put.mb_per_s() / baseline.mb_per_s();
+        rows.push(Row::new(
+            format!("put {} MB/s (1 conn, n={})", spec.label, put.count),
+            format!("{:.1}", put.mb_per_s()),
+            format!(
+                "{:.1} hash+write+fsync+rename (n={})",
+                baseline.mb_per_s(),
+                baseline.count
+            ),
+            percent(ratio),
+            verdict(&format!(">= {}", percent(PUT_TARGET)), ratio >= PUT_TARGET),
+        ));
+        if spec.tools {
+            rows.extend(tokio::task::block_in_place(|| {
+                tool_rows(&scratch.join("tools"), spec, &data)
+            })?);
+        }
+        stored.push(Stored {
+            label: spec.label,
+            path: format!("/v1/blobs/{name}"),
+            bytes: Bytes::from(data),
+        });
+    }
+
+    // Every blob reads back whole through labd; the first answer's headers
+    // are the ones the native server repeats.
+    let mut headers = Vec::new();
+    for blob in &stored {
+        let response = fetch_exact(labd, blob).await?;
+        ensure!(
+            response.header("lab-service") == Some("bytes"),
+            "a labd response without `Lab-Service: bytes`"
+        );
+        if headers.is_empty() {
+            headers = response.headers;
+        }
+    }
+    let native = Native::start(
+        Routes {
+            bodies: stored
+                .iter()
+                .map(|b| (b.path.clone(), b.bytes.clone()))
+                .collect::<HashMap<_, _>>(),
+            headers: repeatable(&headers)?,
+        },
+        threads,
+    )?;
+    for blob in &stored {
+        fetch_exact(native.addr, blob).await?;
+    }
+
+    for (blob, spec) in stored.iter().zip(&SPECS) {
+        progress(&format!("get {}", blob.label));
+        let component = gets(labd, blob, spec.gets).await?;
+        let plain = gets(native.addr, blob, spec.gets).await?;
+        rows.push(Row::new(
+            format!("get {} MB/s (1 conn, n={})", blob.label, component.count),
+            format!("{:.1}", component.mb_per_s()),
+            format!("{:.1} native hyper (n={})", plain.mb_per_s(), plain.count),
+            percent(component.mb_per_s() / plain.mb_per_s()),
+            "-".into(),
+        ));
+    }
+
+    let small = &stored[0];
+    for concurrency in CONCURRENCY {
+        progress(&format!("small get, {concurrency} clients"));
+        let component = load(labd, small, concurrency, rps_time).await?;
+        let plain = load(native.addr, small, concurrency, rps_time).await?;
+        rows.push(Row::new(
+            format!("get {} req/s, c={concurrency}", small.label),
+            format!("{:.0}", component.per_second),
+            format!("{:.0} native hyper", plain.per_second),
+            percent(component.per_second / plain.per_second),
+            "-".into(),
+        ));
+        let (mean, native_mean) = (component.mean_us(), plain.mean_us());
+        rows.push(Row::new(
+            format!("get {} mean latency, c={concurrency}", small.label),
+            format!("{mean:.1} µs"),
+            format!("{native_mean:.1} µs native hyper"),
+            format!("{:+.1} µs", mean - native_mean),
+            "-".into(),
+        ));
+        if concurrency == 1 {
+            let added = (1.0 / component.per_second - 1.0 / plain.per_second) * 1e6;
+            rows.push(Row::new(
+                format!(
+                    "get {} added per request (1/rps - 1/rps native), c=1",
+                    small.label
+                ),
+                format!("{added:.1} µs"),
+                "0 µs native hyper".into(),
+                "-".into(),
+                verdict(
+                    &format!("<= {ADDED_LATENCY_TARGET_US:.0} µs"),
+                    added <= ADDED_LATENCY_TARGET_US,
+                ),
+            ));
+        }
+    }
+    drop(native);
+    Ok(rows)
+}
+
+fn progress(what: &str) {
+    eprintln!("lab-bench: {what}");
+}
+
+fn percent(ratio: f64) -> String {
+    format!("{:.0}%", ratio * 100.0)
+}
+
+fn verdict(target: &str, met: bool) -> String {
+    format!("{target} ({})", if met { "met" } else { "missed" })
+}
+
+/// The headers of a `labd` answer that describe the content, as opposed to
+/// the framing and the date, which hyper sets per response.
+fn repeatable(headers: &[(String, String)]) -> Result<Vec<(HeaderName, HeaderValue)>> {
+    const PER_RESPONSE: [&str; 5] = [
+        "content-length",
+        "date",
+        "transfer-encoding",
+        "connection",
+        "keep-alive",
+    ];
+    headers
+        .iter()
+        .filter(|(name, _)| !PER_RESPONSE.iter().any(|p| name.eq_ignore_ascii_case(p)))
+        .map(|(name, value)| {
+            Ok((
+                HeaderName::from_bytes(name.as_bytes())?,
+                HeaderValue::from_str(value)?,
+            ))
+        })
+        .collect()
+}
+
+/// Puts `data` over one keep-alive connection, changing its first bytes
+/// before each put so every put commits a new blob; the name of the last.
+async fn puts(
+    addr: SocketAddr,
+    data: &mut [u8],
+    rng: &mut Xorshift,
+    bound: Bound,
+) -> Result<(Rate, String)> {
+    let head = client::post_head(addr, "/v1/blobs", "application/octet-stream", data.len());
+    let mut conn = Conn::connect(addr).await?;
+    let mut reply = Vec::with_capacity(256);
+    let mut name = String::new();
+    let mut count = 0;
+    let started = Instant::now();
+    while !bound.done(count, started) {
+        rng.stamp(data);
+        reply.clear();
+        let response = conn.exchange(&head, data, false, Some(&mut reply)).await?;
+        ensure!(
+            response.status == 200,
+            "put answered {}: {}",
+            response.status,
+            String::from_utf8_lossy(&reply)
+        );
+        let answer: serde_json::Value = serde_json::from_slice(&reply).context("put answer")?;
+        ensure!(
+            answer["size"].as_u64() == Some(data.len() as u64),
+            "put answered {answer}"
+        );
+        name = answer["name"]
+            .as_str()
+            .context("put answer without a name")?
+            .to_string();
+        count += 1;
+    }
+    let elapsed = started.elapsed();
+    Ok((
+        Rate {
+            count,
+            bytes: count * data.len() as u64,
+            elapsed,
+        },
+        name,
+    ))
+}
+
+/// The physical limit of a put: hash the bytes while writing them to a new
+/// file, fsync it, rename it under its digest and fsync the directory.
+fn hash_and_write(dir: &Path, data: &mut [u8], rng: &mut Xorshift, bound: Bound) -> Result<Rate> {
+    let staging = dir.join("staging");
+    let committed = dir.join("committed");
+    fs::create_dir_all(&staging)?;
+    fs::create_dir_all(&committed)?;
+    let mut count = 0;
+    let started = Instant::now();
+    while !bound.done(count, started) {
+        rng.stamp(data);
+        let part = staging.join(format!("{count}.part"));
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&part)?;
+        let mut hasher = Sha256::new();
+        for slice in data.chunks(WRITE_SLICE) {
+            file.write_all(slice)?;
+            hasher.update(slice);
+        }
+        file.sync_all()?;
+        drop(file);
+        fs::rename(&part, committed.join(hex(&hasher.finalize())))?;
+        File::open(&committed)?.sync_all()?;
+        count += 1;
+    }
+    let elapsed = started.elapsed();
+    fs::remove_dir_all(dir)?;
+    Ok(Rate {
+        count,
+        bytes: count * data.len() as u64,
+        elapsed,
+    })
+}
+
+/// `sha256sum` and `cp` of a file holding `data`, for reference; a row
+/// says so when a tool is missing or fails.
+fn tool_rows(dir: &Path, spec: &Spec, data: &[u8]) -> Result<Vec<Row>> {
+    fs::create_dir_all(dir)?;
+    let source = dir.join("source");
+    let copy = dir.join("copy");
+    fs::write(&source, data)?;
+    let mut rows = Vec::new();
+    let tools: [(&str, &str, Command); 2] = [
+        ("sha256sum", "hash a file, incl. process start", {
+            let mut command = Command::new("sha256sum");
+            command.arg(&source);
+            command
+        }),
+        ("cp", "page cache, no fsync, incl. process start", {
+            let mut command = Command::new("cp");
+            command.arg(&source).arg(&copy);
+            command
+        }),
+    ];
+    for (tool, note, mut command) in tools {
+        let figure = match time_command(&mut command, &copy, spec.puts, data.len()) {
+            Ok(rate) => format!("{:.1}", rate.mb_per_s()),
+            Err(e) => format!("unavailable: {e}"),
+        };
+        rows.push(Row::new(
+            format!("  reference: {tool} {} MB/s ({note})", spec.label),
+            figure,
+            "-".into(),
+            "-".into(),
+            "-".into(),
+        ));
+    }
+    fs::remove_dir_all(dir)?;
+    Ok(rows)
+}
+
+/// Runs `command` until `bound`; only the runs themselves are timed, not
+/// the removal of `leftover` between them.
+fn time_command(command: &mut Command, leftover: &Path, bound: Bound, size: usize) -> Result<Rate> {
+    command
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut count = 0;
+    let mut elapsed = Duration::ZERO;
+    let started = Instant::now();
+    while !bound.done(count, started) {
+        let run = Instant::now();
+        let status = command.status()?;
+        elapsed += run.elapsed();
+        ensure!(status.success(), "{status}");
+        let _ = fs::remove_file(leftover);
+        count += 1;
+    }
+    Ok(Rate {
+        count,
+        bytes: count * size as u64,
+        elapsed,
+    })
+}
+
+/// Gets `blob` whole and checks every byte and the status.
+async fn fetch_exact(addr: SocketAddr, blob: &Stored) -> Result<client::Response> {
+    let mut conn = Conn::connect(addr).await?;
+    let mut body = Vec::with_capacity(blob.bytes.len());
+    let response = conn
+        .exchange(
+            &client::get_head(addr, &blob.path),
+            &[],
+            true,
+            Some(&mut body),
+        )
+        .await?;
+    ensure!(
+        response.status == 200,
+        "get {} from {addr}: {}",
+        blob.path,
+        response.status
+    );
+    ensure!(
+        body == blob.bytes,
+        "get {} from {addr}: other bytes than were put",
+        blob.path
+    );
+    Ok(response)
+}
+
+/// Gets `blob` over one keep-alive connection, reading and dropping the body.
+async fn gets(addr: SocketAddr, blob: &Stored, bound: Bound) -> Result<Rate> {
+    let head = client::get_head(addr, &blob.path);
+    let size = blob.bytes.len() as u64;
+    let mut conn = Conn::connect(addr).await?;
+    let mut count = 0;
+    let started = Instant::now();
+    while !bound.done(count, started) {
+        let response = conn.exchange(&head, &[], false, None).await?;
+        ensure!(
+            response.status == 200 && response.body_len == size,
+            "get answered {} with {} bytes",
+            response.status,
+            response.body_len
+        );
+        count += 1;
+    }
+    Ok(Rate {
+        count,
+        bytes: count * size,
+        elapsed: started.elapsed(),
+    })
+}
+
+/// The outcome of a small-get run.
+struct Load {
+    per_second: f64,
+    requests: u64,
+    latency: Duration,
+}
+
+impl Load {
+    fn mean_us(&self) -> f64 {
+        self.latency.as_secs_f64() * 1e6 / self.requests.max(1) as f64
+    }
+}
+
+/// Requests counted by one connection of a small-get run.
+#[derive(Default)]
+struct Tally {
+    requests: u64,
+    latency: Duration,
+    /// Start of the first counted request and end of the last.
+    window: Option<(Instant, Instant)>,
+}
+
+/// `concurrency` keep-alive connections, each getting `blob` back to back:
+/// unmeasured for `WARMUP`, then measured for `time`.
+async fn load(addr: SocketAddr, blob: &Stored, concurrency: usize, time: Duration) -> Result<Load> {
+    let head: Arc<[u8]> = client::get_head(addr, &blob.path).into();
+    let size = blob.bytes.len() as u64;
+    let mut conns = Vec::with_capacity(concurrency);
+    for _ in 0..concurrency {
+        conns.push(Conn::connect(addr).await?);
+    }
+    let begin = Instant::now() + WARMUP;
+    let end = begin + time;
+    let tasks: Vec<_> = conns
+        .into_iter()
+        .map(|conn| tokio::spawn(client_loop(conn, Arc::clone(&head), size, begin, end)))
+        .collect();
+    let mut load = Load {
+        per_second: 0.0,
+        requests: 0,
+        latency: Duration::ZERO,
+    };
+    for task in tasks {
+        let tally = task.await??;
+        if let Some((first, last)) = tally.window {
+            load.per_second += tally.requests as f64 / (last - first).as_secs_f64();
+        }
+        load.requests += tally.requests;
+        load.latency += tally.latency;
+    }
+    ensure!(load.requests > 0, "no request completed in {time:?}");
+    Ok(load)
+}
+
+async fn client_loop(
+    mut conn: Conn,
+    head: Arc<[u8]>,
+    size: u64,
+    begin: Instant,
+    end: Instant,
+) -> Result<Tally> {
+    let mut tally = Tally::default();
+    let mut sent = Instant::now();
+    while sent < end && tally.requests < MAX_REQUESTS_PER_CONN {
+        let response = conn.exchange(&head, &[], false, None).await?;
+        let answered = Instant::now();
+        ensure!(
+            response.status == 200 && response.body_len == size,
+            "get answered {} with {} bytes",
+            response.status,
+            response.body_len
+        );
+        if sent >= begin {
+            tally.requests += 1;
+            tally.latency += answered - sent;
+            let first = tally.window.map_or(sent, |(first, _)| first);
+            tally.window = Some((first, answered));
+        }
+        sent = answered;
+    }
+    Ok(tally)
+}
+
+/// xorshift64*: fast, seeded from the clock, plenty for incompressible
+/// and distinct bytes.
+struct Xorshift(u64);
+
+impl Xorshift {
+    fn from_clock() -> Xorshift {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        Xorshift((nanos as u64 ^ (nanos >> 64) as u64) | 1)
+    }
+
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn fill(&mut self, buf: &mut [u8]) {
+        let mut words = buf.chunks_exact_mut(8);
+        for word in &mut words {
+            word.copy_from_slice(&self.next().to_le_bytes());
+        }
+        let tail = words.into_remainder();
+        let last = self.next().to_le_bytes();
+        tail.copy_from_slice(&last[..tail.len()]);
+    }
+
+    /// Makes `buf` differ from every earlier stamp: new first eight bytes.
+    fn stamp(&mut self, buf: &mut [u8]) {
+        let n = buf.len().min(8);
+        self.fill(&mut buf[..n]);
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut text = String::with_capacity(bytes.len() * 2);
+    for &b in bytes {
+        text.push(DIGITS[usize::from(b >> 4)] as char);
+        text.push(DIGITS[usize::from(b & 15)] as char);
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stamps_differ_and_fill_covers_the_tail() {
+        let mut rng = Xorshift(1);
+        let mut a = [0u8; 13];
+        rng.fill(&mut a);
+        assert_ne!(&a[8..], &[0u8; 5]);
+        let mut b = a;
+        rng.stamp(&mut b);
+        assert_ne!(a[..8], b[..8]);
+        assert_eq!(a[8..], b[8..]);
+    }
+
+    #[test]
+    fn bounds_stop_on_count_or_time() {
+        let started = Instant::now();
+        assert!(!Bound::new(2, 60).done(0, started));
+        assert!(Bound::new(2, 60).done(2, started));
+        assert!(Bound::new(100, 0).done(1, started));
+        assert!(!Bound::new(100, 0).done(0, started));
+    }
+
+    #[test]
+    fn hex_is_lowercase() {
+        assert_eq!(hex(&[0x0f, 0xa0]), "0fa0");
+    }
+}

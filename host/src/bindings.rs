@@ -1,0 +1,21 @@
+//! Host bindings of `wit/`: the one place the host runs `bindgen!`.
+
+mod generated {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "lab:platform/service",
+        imports: { default: async | trappable },
+        exports: { default: async },
+        with: {
+            "lab:platform/body.incoming-body": crate::body::IncomingBody,
+            "lab:platform/blobs.blob-reader": crate::blobstore::BlobReader,
+            "lab:platform/blobs.blob-writer": crate::capabilities::PendingBlob,
+        },
+    });
+}
+
+pub use generated::exports::lab::platform::handler::{
+    BodyPart, Request as WitRequest, Response as WitResponse, ServiceIdentity,
+};
+pub use generated::lab::platform::{blobs, body, clock, ids, log, runtime, types};
+pub use generated::{Service, ServicePre};

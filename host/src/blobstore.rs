@@ -1,0 +1,291 @@
+//! Blob files on local disk, named by the SHA-256 of their bytes.
+//!
+//! Layout under the store's directory:
+//! - `sha256/<first two hex digits>/<64 hex digits>`: committed blobs;
+//! - `staging/<random>.part`: blobs being written.
+//!
+//! Invariants:
+//! 1. A committed file is complete and durable: its bytes were fsynced before
+//!    the rename that published it, and the directory entry after.
+//! 2. A committed file is never modified; a repeated commit of equal bytes
+//!    renames equal bytes over it, which no reader can tell apart.
+//! 3. A staging file never becomes visible under a blob name unless its writer
+//!    reached a clean end; an abandoned writer removes it, and a start removes
+//!    whatever a crash left behind.
+
+use sha2::{Digest, Sha256};
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// A SHA-256 digest.
+pub type Digest32 = [u8; 32];
+
+/// Errors of a blob write.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum WriteError {
+    /// More bytes than the writer's cap.
+    TooLarge,
+    /// The filesystem failed.
+    Io(io::Error),
+}
+
+impl From<io::Error> for WriteError {
+    fn from(e: io::Error) -> Self {
+        WriteError::Io(e)
+    }
+}
+
+impl std::fmt::Display for WriteError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WriteError::TooLarge => write!(f, "blob exceeds the size cap"),
+            WriteError::Io(e) => write!(f, "blob store: {e}"),
+        }
+    }
+}
+
+/// The store. Cheap to share: it holds only paths.
+#[derive(Debug)]
+pub struct BlobStore {
+    committed: PathBuf,
+    staging: PathBuf,
+}
+
+impl BlobStore {
+    /// Opens (creating) the store under `dir`, and removes staging litter a
+    /// crash left behind.
+    pub fn open(dir: &Path) -> io::Result<BlobStore> {
+        let store = BlobStore {
+            committed: dir.join("sha256"),
+            staging: dir.join("staging"),
+        };
+        fs::create_dir_all(&store.committed)?;
+        fs::create_dir_all(&store.staging)?;
+        for entry in fs::read_dir(&store.staging)? {
+            fs::remove_file(entry?.path())?;
+        }
+        sync_dir(&store.staging)?;
+        sync_dir(dir)?;
+        Ok(store)
+    }
+
+    fn path_of(&self, digest: &Digest32) -> PathBuf {
+        let hex = hex::encode(digest);
+        self.committed.join(&hex[..2]).join(hex)
+    }
+
+    /// Opens a committed blob.
+    pub fn open_blob(&self, digest: &Digest32) -> io::Result<Option<BlobReader>> {
+        match File::open(self.path_of(digest)) {
+            Ok(file) => {
+                let size = file.metadata()?.len();
+                Ok(Some(BlobReader { file, size }))
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The size of a committed blob.
+    pub fn size(&self, digest: &Digest32) -> io::Result<Option<u64>> {
+        match fs::metadata(self.path_of(digest)) {
+            Ok(meta) => Ok(Some(meta.len())),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A new writer whose blob may hold at most `cap` bytes.
+    pub fn writer(self: &Arc<Self>, cap: u64) -> io::Result<BlobWriter> {
+        let path = self
+            .staging
+            .join(format!("{}.part", hex::encode(random_16())));
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)?;
+        Ok(BlobWriter {
+            store: Arc::clone(self),
+            staging: Some(path),
+            file,
+            hasher: Sha256::new(),
+            size: 0,
+            cap,
+        })
+    }
+
+    /// Whether a commit could be staged now: the directory exists and a
+    /// staging file can be created, written, synced and removed.
+    pub fn check_writable(self: &Arc<Self>) -> io::Result<()> {
+        let mut writer = self.writer(1)?;
+        writer.write(b"x").map_err(|e| match e {
+            WriteError::Io(e) => e,
+            WriteError::TooLarge => io::Error::other("cap"),
+        })?;
+        writer.file.sync_data()?;
+        Ok(())
+    }
+}
+
+/// A blob being written: hashes while it writes; `commit` publishes it.
+/// Dropped uncommitted, it removes its staging file.
+pub struct BlobWriter {
+    store: Arc<BlobStore>,
+    staging: Option<PathBuf>,
+    file: File,
+    hasher: Sha256,
+    size: u64,
+    cap: u64,
+}
+
+impl BlobWriter {
+    /// Appends `bytes`, refusing to pass the cap.
+    pub fn write(&mut self, bytes: &[u8]) -> Result<(), WriteError> {
+        if self.size + bytes.len() as u64 > self.cap {
+            return Err(WriteError::TooLarge);
+        }
+        self.file.write_all(bytes)?;
+        self.hasher.update(bytes);
+        self.size += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Bytes written so far.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Makes the blob durable under its name; returns its digest and size.
+    pub fn commit(mut self) -> Result<(Digest32, u64), WriteError> {
+        self.file.sync_all()?;
+        let digest: Digest32 = self.hasher.clone().finalize().into();
+        let target = self.store.path_of(&digest);
+        let fan_out = target.parent().expect("blob paths have a parent");
+        if !fan_out.exists() {
+            fs::create_dir_all(fan_out)?;
+            sync_dir(&self.store.committed)?;
+        }
+        let staging = self.staging.take().expect("a writer commits once");
+        if let Err(e) = fs::rename(&staging, &target) {
+            let _ = fs::remove_file(&staging);
+            return Err(e.into());
+        }
+        sync_dir(fan_out)?;
+        Ok((digest, self.size))
+    }
+}
+
+impl Drop for BlobWriter {
+    fn drop(&mut self) {
+        if let Some(path) = self.staging.take() {
+            let _ = fs::remove_file(path);
+        }
+    }
+}
+
+/// An open committed blob. Blobs are immutable, so positioned reads need no
+/// coordination.
+#[derive(Debug)]
+pub struct BlobReader {
+    file: File,
+    size: u64,
+}
+
+impl BlobReader {
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Fills `buf` from `offset` as far as the blob goes; returns the count.
+    pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<usize> {
+        let mut filled = 0;
+        while filled < buf.len() {
+            match self
+                .file
+                .read_at(&mut buf[filled..], offset + filled as u64)
+            {
+                Ok(0) => break,
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(filled)
+    }
+}
+
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// 16 unpredictable bytes from the OS.
+pub fn random_16() -> [u8; 16] {
+    let mut bytes = [0u8; 16];
+    getrandom(&mut bytes);
+    bytes
+}
+
+/// Fills `buf` from the kernel's random source.
+pub fn getrandom(buf: &mut [u8]) {
+    use std::io::Read;
+    File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(buf))
+        .expect("the kernel's random source is readable");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp_dir(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("blobstore-{name}-{}", hex::encode(random_16())));
+        fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn commit_names_by_content_and_reads_back() {
+        let dir = temp_dir("commit");
+        let store = Arc::new(BlobStore::open(&dir).unwrap());
+        let mut writer = store.writer(10).unwrap();
+        writer.write(b"hello").unwrap();
+        let (digest, size) = writer.commit().unwrap();
+        assert_eq!(size, 5);
+        assert_eq!(digest.to_vec(), Sha256::digest(b"hello").to_vec());
+        let reader = store.open_blob(&digest).unwrap().unwrap();
+        let mut buf = [0u8; 8];
+        assert_eq!(reader.read_at(1, &mut buf).unwrap(), 4);
+        assert_eq!(&buf[..4], b"ello");
+        assert_eq!(store.size(&digest).unwrap(), Some(5));
+        assert_eq!(fs::read_dir(dir.join("staging")).unwrap().count(), 0);
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn over_cap_and_abandoned_writers_leave_nothing() {
+        let dir = temp_dir("cap");
+        let store = Arc::new(BlobStore::open(&dir).unwrap());
+        let mut writer = store.writer(3).unwrap();
+        writer.write(b"abc").unwrap();
+        assert!(matches!(writer.write(b"d"), Err(WriteError::TooLarge)));
+        drop(writer);
+        assert_eq!(fs::read_dir(dir.join("staging")).unwrap().count(), 0);
+        assert_eq!(store.size(&Sha256::digest(b"abc").into()).unwrap(), None);
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn open_removes_staging_litter() {
+        let dir = temp_dir("litter");
+        drop(BlobStore::open(&dir).unwrap());
+        fs::write(dir.join("staging/crashed.part"), b"partial").unwrap();
+        BlobStore::open(&dir).unwrap();
+        assert_eq!(fs::read_dir(dir.join("staging")).unwrap().count(), 0);
+        fs::remove_dir_all(dir).unwrap();
+    }
+}

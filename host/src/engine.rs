@@ -1,0 +1,110 @@
+//! The wasmtime engine, the linker and compiled components: built once at
+//! start (and at hot swap), never per request.
+
+use crate::bindings::{blobs, body, clock, ids, log, runtime, types, ServicePre};
+use crate::capabilities::RequestState;
+use sha2::{Digest, Sha256};
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::error::Context;
+use wasmtime::Result;
+use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+/// Largest linear memory a service instance may grow to.
+pub const MAX_INSTANCE_MEMORY: usize = 256 << 20;
+
+/// The engine for service components, with a pool of `slots` instances.
+pub fn engine(slots: u32) -> Result<Engine> {
+    let mut pool = PoolingAllocationConfig::default();
+    pool.total_component_instances(slots)
+        .total_core_instances(slots * 8)
+        .total_memories(slots * 2)
+        .total_tables(slots * 4)
+        .total_stacks(slots)
+        .max_memory_size(MAX_INSTANCE_MEMORY)
+        // Reusing a slot keeps its pages resident and resets them in place;
+        // returning them to the kernel and faulting them back costs more.
+        .linear_memory_keep_resident(4 << 20)
+        .table_keep_resident(64 << 10)
+        .pagemap_scan(Enabled::Auto);
+    let mut config = Config::new();
+    config
+        .wasm_component_model(true)
+        .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    Engine::new(&config).context("create the wasmtime engine")
+}
+
+/// The linker every service component is instantiated against. A component
+/// that imports an interface the host does not provide fails to load.
+pub fn linker(engine: &Engine) -> Result<Linker<RequestState>> {
+    let mut linker = Linker::new(engine);
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+    type Own = HasSelf<RequestState>;
+    types::add_to_linker::<_, Own>(&mut linker, |s| s)?;
+    body::add_to_linker::<_, Own>(&mut linker, |s| s)?;
+    blobs::add_to_linker::<_, Own>(&mut linker, |s| s)?;
+    clock::add_to_linker::<_, Own>(&mut linker, |s| s)?;
+    ids::add_to_linker::<_, Own>(&mut linker, |s| s)?;
+    log::add_to_linker::<_, Own>(&mut linker, |s| s)?;
+    runtime::add_to_linker::<_, Own>(&mut linker, |s| s)?;
+    Ok(linker)
+}
+
+/// A compiled, linked component and the digest of its bytes.
+pub struct Prepared {
+    pub pre: ServicePre<RequestState>,
+    pub digest: String,
+}
+
+/// Compiles `wasm` (or loads its compiled form from `cache`) and links it.
+pub fn prepare(
+    engine: &Engine,
+    linker: &Linker<RequestState>,
+    wasm: &[u8],
+    cache: Option<&Path>,
+) -> Result<Prepared> {
+    let digest = format!("sha256:{}", hex::encode(Sha256::digest(wasm)));
+    let component = compile_cached(engine, wasm, &digest, cache)?;
+    let instance_pre = linker
+        .instantiate_pre(&component)
+        .context("link the component against the host's interfaces")?;
+    let pre = ServicePre::new(instance_pre).context("the component does not export `handler`")?;
+    Ok(Prepared { pre, digest })
+}
+
+fn compile_cached(
+    engine: &Engine,
+    wasm: &[u8],
+    digest: &str,
+    cache: Option<&Path>,
+) -> Result<Component> {
+    let Some(dir) = cache else {
+        return Component::new(engine, wasm).context("compile the component");
+    };
+    let path = cache_path(engine, dir, digest);
+    if path.exists() {
+        // SAFETY: the file was written by `precompile_component` of an engine
+        // with the same compatibility hash (part of its name), and the cache
+        // directory belongs to this host.
+        if let Ok(component) = unsafe { Component::deserialize_file(engine, &path) } {
+            return Ok(component);
+        }
+    }
+    let compiled = engine
+        .precompile_component(wasm)
+        .context("compile the component")?;
+    std::fs::create_dir_all(dir).context("create the compile cache")?;
+    let staging = path.with_extension(format!("{}.tmp", std::process::id()));
+    std::fs::write(&staging, &compiled).context("write the compile cache")?;
+    std::fs::rename(&staging, &path).context("publish the compile cache entry")?;
+    // SAFETY: produced just above by this engine.
+    unsafe { Component::deserialize(engine, &compiled) }.context("load the compiled component")
+}
+
+fn cache_path(engine: &Engine, dir: &Path, digest: &str) -> PathBuf {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    engine.precompile_compatibility_hash().hash(&mut hasher);
+    let hex = digest.trim_start_matches("sha256:");
+    dir.join(format!("{}-{:016x}.cwasm", &hex[..32], hasher.finish()))
+}

@@ -1,0 +1,136 @@
+//! The management listener of a service: health, metrics and the hot swap.
+//!
+//! | route | answer |
+//! |---|---|
+//! | `GET /livez` | 200 `{status: "ok"}` while the host runs |
+//! | `GET /healthz` | the service's own `healthz`, as its component answers it |
+//! | `GET /metrics` | Prometheus text |
+//! | `GET /component` | `{service, digest}` of the component now loaded |
+//! | `POST /reload` | reloads the component from its file; `{service, digest}` |
+
+use crate::dispatch::{self, host_error, HttpResponse, ResponseBody};
+use crate::service::Service;
+use hyper::body::Incoming;
+use hyper::header::HeaderValue;
+use std::convert::Infallible;
+use std::sync::Arc;
+
+pub async fn serve(
+    service: Arc<Service>,
+    request: hyper::Request<Incoming>,
+) -> Result<HttpResponse, Infallible> {
+    let method = request.method().as_str().to_string();
+    let path = request.uri().path().to_string();
+    let query = request.uri().query().is_some_and(|q| !q.is_empty());
+    let (allow, response) = match path.as_str() {
+        "/livez" => ("GET", None),
+        "/healthz" => ("GET", None),
+        "/metrics" => ("GET", None),
+        "/component" => ("GET", None),
+        "/reload" => ("POST", None),
+        _ => (
+            "",
+            Some(host_error(&service, 404, "not_found", "no such route")),
+        ),
+    };
+    if let Some(response) = response {
+        return Ok(with_surface(response));
+    }
+    if method != allow {
+        let mut response = host_error(
+            &service,
+            405,
+            "method_not_allowed",
+            &format!("this route supports {allow} only"),
+        );
+        response.headers_mut().insert(
+            "allow",
+            HeaderValue::from_static(if allow == "GET" { "GET" } else { "POST" }),
+        );
+        return Ok(with_surface(response));
+    }
+    if query {
+        return Ok(with_surface(host_error(
+            &service,
+            400,
+            "bad_request",
+            "management routes take no query parameters",
+        )));
+    }
+    let response = match path.as_str() {
+        "/livez" => json(
+            &service,
+            200,
+            serde_json::json!({ "status": "ok", "service": service.name }),
+        ),
+        "/healthz" => {
+            // The component's own health, answered as its operations
+            // listener would.
+            let mut forwarded = hyper::Request::new(request.into_body());
+            *forwarded.uri_mut() = hyper::Uri::from_static("/healthz");
+            return dispatch::serve(service, forwarded).await.map(with_surface);
+        }
+        "/metrics" => {
+            let text = service.metrics.render(&service.loaded().digest);
+            let mut response = hyper::Response::new(ResponseBody::whole(text));
+            response.headers_mut().insert(
+                "content-type",
+                HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+            );
+            identity_headers(&service, response)
+        }
+        "/component" => json(
+            &service,
+            200,
+            serde_json::json!({ "service": service.name, "digest": &*service.loaded().digest }),
+        ),
+        _ => match service.reload().await {
+            Ok(digest) => {
+                tracing::info!(service = service.name, digest, "component reloaded");
+                json(
+                    &service,
+                    200,
+                    serde_json::json!({ "service": service.name, "digest": digest }),
+                )
+            }
+            Err(e) => {
+                tracing::warn!(
+                    service = service.name,
+                    error = format!("{e:#}"),
+                    "reload refused"
+                );
+                host_error(&service, 409, "reload_failed", &format!("{e:#}"))
+            }
+        },
+    };
+    Ok(with_surface(response))
+}
+
+fn json(service: &Service, status: u16, body: serde_json::Value) -> HttpResponse {
+    let mut response = hyper::Response::new(ResponseBody::whole(body.to_string()));
+    *response.status_mut() = hyper::StatusCode::from_u16(status).expect("a valid status");
+    response
+        .headers_mut()
+        .insert("content-type", HeaderValue::from_static("application/json"));
+    identity_headers(service, response)
+}
+
+fn identity_headers(service: &Service, mut response: HttpResponse) -> HttpResponse {
+    let loaded = service.loaded();
+    for (name, value) in [
+        ("lab-service", &loaded.identity.service),
+        ("lab-contract", &loaded.identity.contract),
+    ] {
+        if let Ok(value) = HeaderValue::from_str(value) {
+            response.headers_mut().insert(name, value);
+        }
+    }
+    response
+}
+
+fn with_surface(mut response: HttpResponse) -> HttpResponse {
+    response
+        .headers_mut()
+        .insert("lab-surface", HeaderValue::from_static("management"));
+    response
+}

@@ -1,0 +1,152 @@
+//! Per-service request metrics, rendered in the Prometheus text format.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Upper bounds of the latency buckets, in seconds.
+const BUCKETS: &[f64] = &[
+    0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+    1.0, 2.5, 5.0, 10.0,
+];
+
+#[derive(Default, Clone)]
+struct Histogram {
+    /// counts[i]: observations <= BUCKETS[i] and > BUCKETS[i-1].
+    counts: Vec<u64>,
+    sum: f64,
+    count: u64,
+}
+
+impl Histogram {
+    fn observe(&mut self, seconds: f64) {
+        if self.counts.is_empty() {
+            self.counts = vec![0; BUCKETS.len()];
+        }
+        if let Some(i) = BUCKETS.iter().position(|b| seconds <= *b) {
+            self.counts[i] += 1;
+        }
+        self.sum += seconds;
+        self.count += 1;
+    }
+
+    fn render(&self, out: &mut String, name: &str, labels: &str) {
+        let mut cumulative = 0;
+        for (i, bound) in BUCKETS.iter().enumerate() {
+            cumulative += self.counts.get(i).copied().unwrap_or(0);
+            let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{bound}\"}} {cumulative}");
+        }
+        let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {}", self.count);
+        let _ = writeln!(out, "{name}_sum{{{labels}}} {}", self.sum);
+        let _ = writeln!(out, "{name}_count{{{labels}}} {}", self.count);
+    }
+}
+
+#[derive(Default)]
+struct Tables {
+    requests: BTreeMap<(String, u16), u64>,
+    latency: BTreeMap<String, Histogram>,
+    instantiation: Histogram,
+}
+
+/// The metrics of one service.
+pub struct Metrics {
+    service: &'static str,
+    tables: Mutex<Tables>,
+}
+
+impl Metrics {
+    pub fn new(service: &'static str) -> Self {
+        Metrics {
+            service,
+            tables: Mutex::default(),
+        }
+    }
+
+    /// One finished request; `operation` is `none` for router failures.
+    pub fn observe_request(&self, operation: &str, status: u16, elapsed: Duration) {
+        let mut tables = self.tables.lock().unwrap();
+        *tables
+            .requests
+            .entry((operation.to_string(), status))
+            .or_default() += 1;
+        tables
+            .latency
+            .entry(operation.to_string())
+            .or_default()
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// One component instantiation.
+    pub fn observe_instantiation(&self, elapsed: Duration) {
+        self.tables
+            .lock()
+            .unwrap()
+            .instantiation
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// The text exposition, with `digest` as the loaded component.
+    pub fn render(&self, digest: &str) -> String {
+        let tables = self.tables.lock().unwrap();
+        let service = self.service;
+        let mut out = String::new();
+        out.push_str("# HELP lab_requests_total Requests answered, by operation and status.\n");
+        out.push_str("# TYPE lab_requests_total counter\n");
+        for ((operation, status), count) in &tables.requests {
+            let _ = writeln!(
+                out,
+                "lab_requests_total{{service=\"{service}\",operation=\"{operation}\",status=\"{status}\"}} {count}"
+            );
+        }
+        out.push_str(
+            "# HELP lab_request_duration_seconds Time from request head to response head.\n",
+        );
+        out.push_str("# TYPE lab_request_duration_seconds histogram\n");
+        for (operation, histogram) in &tables.latency {
+            let labels = format!("service=\"{service}\",operation=\"{operation}\"");
+            histogram.render(&mut out, "lab_request_duration_seconds", &labels);
+        }
+        out.push_str("# HELP lab_instantiation_duration_seconds Time to instantiate a component for one request.\n");
+        out.push_str("# TYPE lab_instantiation_duration_seconds histogram\n");
+        tables.instantiation.render(
+            &mut out,
+            "lab_instantiation_duration_seconds",
+            &format!("service=\"{service}\""),
+        );
+        out.push_str("# HELP lab_component_info The component now loaded.\n");
+        out.push_str("# TYPE lab_component_info gauge\n");
+        let _ = writeln!(
+            out,
+            "lab_component_info{{service=\"{service}\",digest=\"{digest}\"}} 1"
+        );
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_counters_and_cumulative_buckets() {
+        let metrics = Metrics::new("bytes");
+        metrics.observe_request("get", 200, Duration::from_micros(30));
+        metrics.observe_request("get", 200, Duration::from_millis(3));
+        metrics.observe_request("get", 404, Duration::from_micros(30));
+        let text = metrics.render("sha256:00");
+        assert!(text.contains(
+            "lab_requests_total{service=\"bytes\",operation=\"get\",status=\"200\"} 2\n"
+        ));
+        assert!(text.contains(
+            "lab_requests_total{service=\"bytes\",operation=\"get\",status=\"404\"} 1\n"
+        ));
+        assert!(text.contains(
+            "lab_request_duration_seconds_bucket{service=\"bytes\",operation=\"get\",le=\"0.00005\"} 2\n"
+        ));
+        assert!(text.contains(
+            "lab_request_duration_seconds_bucket{service=\"bytes\",operation=\"get\",le=\"+Inf\"} 3\n"
+        ));
+    }
+}

@@ -1,0 +1,184 @@
+//! A hosted service: its loaded component (swappable while requests run),
+//! its shared environment and its instance budget.
+
+use crate::bindings::{ServiceIdentity, ServicePre};
+use crate::capabilities::{RequestState, ServiceEnv};
+use crate::engine::{self, MAX_INSTANCE_MEMORY};
+use crate::metrics::Metrics;
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+use std::time::Instant;
+use tokio::sync::Semaphore;
+use wasmtime::component::Linker;
+use wasmtime::error::Context;
+use wasmtime::Result;
+use wasmtime::{Engine, Store, StoreLimitsBuilder};
+
+/// Where a service's component comes from.
+#[derive(Debug, Clone)]
+pub enum ComponentSource {
+    /// Built into the host binary.
+    Embedded(&'static [u8]),
+    /// A file, read at start and again on every reload.
+    File(PathBuf),
+}
+
+/// A component ready to serve: linked, with the identity it reported.
+pub struct Loaded {
+    pub pre: ServicePre<RequestState>,
+    pub digest: Arc<str>,
+    pub identity: ServiceIdentity,
+}
+
+/// One service as the listeners see it.
+pub struct Service {
+    pub name: &'static str,
+    pub env: Arc<ServiceEnv>,
+    pub metrics: Arc<Metrics>,
+    engine: Engine,
+    linker: Linker<RequestState>,
+    source: ComponentSource,
+    cache: Option<PathBuf>,
+    /// The component new requests start on. A request holds its own `Arc`,
+    /// so a swap never disturbs requests in flight.
+    current: RwLock<Arc<Loaded>>,
+    /// One permit per pool slot: requests beyond it wait instead of failing.
+    slots: Semaphore,
+}
+
+/// An instantiated component with its per-request store.
+pub struct Instance {
+    pub store: Store<RequestState>,
+    pub service: crate::bindings::Service,
+}
+
+impl Service {
+    /// Loads the component from `source` and asks it who it is; fails before
+    /// any listener is bound when the component is unusable.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn start(
+        name: &'static str,
+        env: Arc<ServiceEnv>,
+        metrics: Arc<Metrics>,
+        engine: Engine,
+        linker: Linker<RequestState>,
+        source: ComponentSource,
+        cache: Option<PathBuf>,
+        slots: u32,
+    ) -> Result<Service> {
+        let wasm = read_source(&source)?;
+        let prepared = engine::prepare(&engine, &linker, &wasm, cache.as_deref())?;
+        let digest: Arc<str> = prepared.digest.into();
+        let identity = identity_of(&engine, &env, &prepared.pre, &digest).await?;
+        if identity.service != name {
+            wasmtime::bail!("the component serves `{}`, not `{name}`", identity.service);
+        }
+        let loaded = Loaded {
+            pre: prepared.pre,
+            digest,
+            identity,
+        };
+        Ok(Service {
+            name,
+            env,
+            metrics,
+            engine,
+            linker,
+            source,
+            cache,
+            current: RwLock::new(Arc::new(loaded)),
+            slots: Semaphore::new(slots as usize),
+        })
+    }
+
+    fn install(&self, loaded: Loaded) {
+        *self.current.write().unwrap() = Arc::new(loaded);
+    }
+
+    /// The component new requests start on.
+    pub fn loaded(&self) -> Arc<Loaded> {
+        Arc::clone(&self.current.read().unwrap())
+    }
+
+    /// Reads the component again from its source, compiles, links and
+    /// identifies it, then makes it current. In-flight requests finish on
+    /// the component they started on. Returns the new digest.
+    pub async fn reload(self: &Arc<Self>) -> Result<String> {
+        let ComponentSource::File(path) = &self.source else {
+            wasmtime::bail!("this service runs its built-in component; start it with a component path to reload");
+        };
+        let path = path.clone();
+        let this = Arc::clone(self);
+        let prepared = tokio::task::spawn_blocking(move || {
+            let wasm = std::fs::read(&path).with_context(|| format!("read {}", path.display()))?;
+            engine::prepare(&this.engine, &this.linker, &wasm, this.cache.as_deref())
+        })
+        .await??;
+        let digest: Arc<str> = prepared.digest.into();
+        let identity = identity_of(&self.engine, &self.env, &prepared.pre, &digest).await?;
+        if identity.service != self.name {
+            wasmtime::bail!(
+                "the component serves `{}`, not `{}`",
+                identity.service,
+                self.name
+            );
+        }
+        self.install(Loaded {
+            pre: prepared.pre,
+            digest: Arc::clone(&digest),
+            identity,
+        });
+        Ok(digest.to_string())
+    }
+
+    /// A fresh instance of the current component, once a pool slot is free.
+    pub async fn instantiate(&self) -> Result<(Instance, tokio::sync::SemaphorePermit<'_>)> {
+        let permit = self
+            .slots
+            .acquire()
+            .await
+            .context("the service is shutting down")?;
+        let loaded = self.loaded();
+        let started = Instant::now();
+        let mut store = new_store(&self.engine, &self.env, Arc::clone(&loaded.digest));
+        let service = loaded.pre.instantiate_async(&mut store).await?;
+        self.metrics.observe_instantiation(started.elapsed());
+        Ok((Instance { store, service }, permit))
+    }
+}
+
+/// A store for one instance, limited like every request's.
+fn new_store(engine: &Engine, env: &Arc<ServiceEnv>, digest: Arc<str>) -> Store<RequestState> {
+    let limits = StoreLimitsBuilder::new()
+        .memory_size(MAX_INSTANCE_MEMORY)
+        .instances(64)
+        .build();
+    let state = RequestState::new(Arc::clone(env), digest, limits);
+    let mut store = Store::new(engine, state);
+    store.limiter(|s| &mut s.limits);
+    store
+}
+
+async fn identity_of(
+    engine: &Engine,
+    env: &Arc<ServiceEnv>,
+    pre: &ServicePre<RequestState>,
+    digest: &Arc<str>,
+) -> Result<ServiceIdentity> {
+    let mut store = new_store(engine, env, Arc::clone(digest));
+    let instance = pre.instantiate_async(&mut store).await?;
+    instance
+        .lab_platform_handler()
+        .call_identity(&mut store)
+        .await
+        .context("the component's `identity` failed")
+}
+
+fn read_source(source: &ComponentSource) -> Result<Vec<u8>> {
+    match source {
+        ComponentSource::Embedded(bytes) => Ok(bytes.to_vec()),
+        ComponentSource::File(path) => {
+            std::fs::read(path).with_context(|| format!("read the component {}", path.display()))
+        }
+    }
+}

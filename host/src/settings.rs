@@ -1,0 +1,60 @@
+//! Every setting of `labd`, by flag and by environment variable.
+
+use clap::Parser;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// labd: serves the bytes service (and, as they land, the journal and
+/// coordination services) from WebAssembly components.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "labd", version)]
+pub struct Settings {
+    /// Directory for all durable state (blob files, stores).
+    #[arg(long, env = "LAB_DATA_DIR", default_value = "./data")]
+    pub data_dir: PathBuf,
+
+    /// Directory for compiled components, reused across starts
+    /// [default: <data-dir>/cache].
+    #[arg(long, env = "LAB_CACHE_DIR")]
+    pub cache_dir: Option<PathBuf>,
+
+    /// Operations listener of the bytes service.
+    #[arg(long, env = "LAB_BYTES_LISTEN", default_value = "127.0.0.1:8090")]
+    pub bytes_listen: SocketAddr,
+
+    /// Management listener of the bytes service.
+    #[arg(
+        long,
+        env = "LAB_BYTES_MANAGEMENT_LISTEN",
+        default_value = "127.0.0.1:8091"
+    )]
+    pub bytes_management_listen: SocketAddr,
+
+    /// A bytes component to run instead of the built-in one; the management
+    /// listener's `POST /reload` reads it again.
+    #[arg(long, env = "LAB_BYTES_COMPONENT")]
+    pub bytes_component: Option<PathBuf>,
+
+    /// Largest blob the bytes service accepts, in bytes.
+    #[arg(long, env = "LAB_BLOB_CAP", default_value_t = 1 << 30)]
+    pub blob_cap: u64,
+
+    /// Requests one service runs at once (one component instance each);
+    /// more wait for a free instance.
+    #[arg(long, env = "LAB_MAX_CONCURRENT_REQUESTS", default_value_t = 256)]
+    pub max_concurrent_requests: u32,
+
+    /// Seconds in-flight requests get to finish after SIGINT or SIGTERM.
+    #[arg(long, env = "LAB_SHUTDOWN_GRACE", default_value_t = 30)]
+    pub shutdown_grace: u64,
+
+    /// Log filter (`info`, `labd=debug`, …); one line per request at `info`.
+    #[arg(long, env = "LAB_LOG", default_value = "info")]
+    pub log: String,
+
+    /// Once every listener is bound, write their addresses here as JSON
+    /// (`{"bytes": {"operations": "…", "management": "…"}}`); useful with
+    /// port 0.
+    #[arg(long, env = "LAB_READY_FILE")]
+    pub ready_file: Option<PathBuf>,
+}

@@ -1,0 +1,794 @@
+//! The bytes service over the wire: every route and refusal of its spec.
+
+#[path = "support/mod.rs"]
+mod support;
+
+use std::io::Write;
+use support::{eventually, name_of, pseudo_random, read_response, Labd};
+
+const CONTRACT: &str = "2026-09-10";
+
+fn assert_identity(response: &support::Response) {
+    assert_eq!(response.header("lab-service"), Some("bytes"));
+    assert_eq!(response.header("lab-contract"), Some(CONTRACT));
+}
+
+#[test]
+fn put_then_get_whole_and_ranges() {
+    let labd = Labd::start("ranges", &[]);
+    let client = labd.bytes();
+    let bytes = b"0123456789";
+    let name = client.put(bytes);
+    assert_eq!(name, name_of(bytes));
+
+    let whole = client.get(&format!("/v1/blobs/{name}"));
+    assert_eq!(whole.status, 200);
+    assert_identity(&whole);
+    assert_eq!(
+        whole.header("content-type"),
+        Some("application/octet-stream")
+    );
+    assert_eq!(whole.header("content-length"), Some("10"));
+    assert_eq!(whole.body, bytes);
+
+    let cases: &[(&str, &[u8])] = &[
+        ("offset=2", b"23456789"),
+        ("length=3", b"012"),
+        ("offset=2&length=3", b"234"),
+        ("length=3&offset=2", b"234"),
+        ("offset=8&length=100", b"89"),
+        ("offset=9&length=18446744073709551615", b"9"),
+        ("offset=10", b""),
+        ("offset=11", b""),
+        ("offset=18446744073709551615&length=1", b""),
+        ("offset=0&length=0", b""),
+    ];
+    for (query, expected) in cases {
+        let response = client.get(&format!("/v1/blobs/{name}?{query}"));
+        assert_eq!(response.status, 200, "{query}");
+        assert_eq!(response.body, *expected, "{query}");
+        assert_eq!(
+            response.header("content-length"),
+            Some(&*expected.len().to_string()),
+            "{query}"
+        );
+    }
+}
+
+#[test]
+fn empty_blob() {
+    let labd = Labd::start("empty", &[]);
+    let client = labd.bytes();
+    let name = client.put(b"");
+    assert_eq!(name, name_of(b""));
+    let response = client.get(&format!("/v1/blobs/{name}"));
+    assert_eq!((response.status, response.body.len()), (200, 0));
+    assert_eq!(client.stat(&[&name])[&name], 0);
+}
+
+#[test]
+fn get_refusals() {
+    let labd = Labd::start("get-refusals", &[]);
+    let client = labd.bytes();
+    let name = client.put(b"abc");
+    let absent = name_of(b"absent");
+    client
+        .get(&format!("/v1/blobs/{absent}"))
+        .assert_error(404, "not_found");
+
+    let malformed = [
+        "sha256:abc".to_string(),
+        name.to_uppercase(),
+        name.replace("sha256:", "sha256%3A"),
+        name.replace("sha256:", "SHA256:"),
+        name.replace("sha256:", "md5:"),
+        format!("{name}0"),
+    ];
+    for bad in &malformed {
+        client
+            .get(&format!("/v1/blobs/{bad}"))
+            .assert_error(400, "bad_request");
+    }
+    let bad_queries = [
+        "offset=-1",
+        "offset=1.0",
+        "offset=01",
+        "offset=%31",
+        "offset=1e2",
+        "offset=18446744073709551616",
+        "offset=",
+        "offset",
+        "length=",
+        "offset=1&offset=1",
+        "length=1&length=2",
+        "size=1",
+        "Offset=1",
+        "offset=1&",
+        "&offset=1",
+        "offset=1&&length=1",
+    ];
+    for query in bad_queries {
+        let response = client.get(&format!("/v1/blobs/{name}?{query}"));
+        response.assert_error(400, "bad_request");
+        assert_identity(&response);
+    }
+}
+
+#[test]
+fn stat_reports_present_names_only() {
+    let labd = Labd::start("stat", &[]);
+    let client = labd.bytes();
+    let a = client.put(b"aaa");
+    let b = client.put(&[7u8; 1000]);
+    let absent = name_of(b"nope");
+    let sizes = client.stat(&[&a, &absent, &b, &a]);
+    assert_eq!(sizes.len(), 2);
+    assert_eq!(sizes[&a], 3);
+    assert_eq!(sizes[&b], 1000);
+    assert!(client.stat(&[]).is_empty());
+}
+
+#[test]
+fn json_bodies_are_strict() {
+    let labd = Labd::start("strict-json", &[]);
+    let client = labd.bytes();
+    let name = name_of(b"x");
+    let bad_bodies = [
+        String::new(),
+        "null".to_string(),
+        "[]".to_string(),
+        "{}".to_string(),
+        r#"{"names": "x"}"#.to_string(),
+        r#"{"names": null}"#.to_string(),
+        r#"{"names": [1]}"#.to_string(),
+        r#"{"names": ["sha256:00"]}"#.to_string(),
+        format!(r#"{{"names": ["{name}"], "extra": 1}}"#),
+        format!(r#"{{"names": ["{name}"], "names": []}}"#),
+        format!(r#"{{"Names": ["{name}"]}}"#),
+        format!(r#"{{"names": ["{name}"]}} x"#),
+        format!(r#"{{"names": ["{name}"]}}{{}}"#),
+        r#"{"names": ["\ud800"]}"#.to_string(),
+        "{\"names\": [\"\u{0}\"".to_string(),
+    ];
+    for route in ["/v1/stat", "/v1/get"] {
+        for body in &bad_bodies {
+            let response = client.post_json(route, body);
+            assert_eq!(response.status, 400, "{route} {body}");
+            response.assert_error(400, "bad_request");
+        }
+        // Invalid UTF-8 inside a string.
+        client
+            .post(route, Some("application/json"), b"{\"names\": [\"\xff\"]}")
+            .assert_error(400, "bad_request");
+        // Whitespace around the object is fine; content types are checked.
+        let ok = format!(" \n{{\"names\": [\"{name}\"]}}\n\t ");
+        assert_eq!(
+            client.post(route, None, ok.as_bytes()).status,
+            200,
+            "{route}"
+        );
+        assert_eq!(
+            client
+                .post(
+                    route,
+                    Some("application/json; charset=utf-8"),
+                    ok.as_bytes()
+                )
+                .status,
+            200
+        );
+        client
+            .post(route, Some("text/plain"), ok.as_bytes())
+            .assert_error(400, "bad_request");
+        client
+            .post(
+                route,
+                Some("application/json\ncontent-type: application/json"),
+                ok.as_bytes(),
+            )
+            .assert_error(400, "bad_request");
+        client
+            .post(
+                &format!("{route}?x=1"),
+                Some("application/json"),
+                ok.as_bytes(),
+            )
+            .assert_error(400, "bad_request");
+    }
+}
+
+#[test]
+fn json_bodies_over_four_mebibytes_are_refused() {
+    let labd = Labd::start("json-limit", &[]);
+    let client = labd.bytes();
+    let name = name_of(b"x");
+    let mut body = format!(r#"{{"names": ["{name}"]"#);
+    body.push_str(&" ".repeat(4 * 1024 * 1024 - body.len() - 1));
+    body.push('}');
+    assert_eq!(body.len(), 4 * 1024 * 1024);
+    assert_eq!(client.post_json("/v1/stat", &body).status, 200);
+    body.insert(body.len() - 1, ' ');
+    client
+        .post_json("/v1/stat", &body)
+        .assert_error(413, "too_large");
+    // Without a declared length the limit trips while reading.
+    let response = send_chunked(
+        &client,
+        "/v1/stat",
+        Some("application/json"),
+        body.as_bytes(),
+    );
+    response.assert_error(413, "too_large");
+}
+
+#[test]
+fn get_many_streams_present_blobs_once() {
+    let labd = Labd::start("get-many", &[]);
+    let client = labd.bytes();
+    let a_bytes = pseudo_random(100_000, 1);
+    let a = client.put(&a_bytes);
+    let b = client.put(b"line one\nline two\n");
+    let empty = client.put(b"");
+    let absent = name_of(b"absent");
+    let body = serde_json::json!({ "names": [a, absent, b, a, empty] }).to_string();
+    let response = client.post_json("/v1/get", &body);
+    assert_eq!(response.status, 200);
+    assert_identity(&response);
+    assert_eq!(response.header("content-type"), Some("application/x-blobs"));
+    let records = parse_blob_stream(&response.body);
+    let names: Vec<&str> = records.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, [a.as_str(), b.as_str(), empty.as_str()]);
+    assert_eq!(records[0].1, a_bytes);
+    assert_eq!(records[1].1, b"line one\nline two\n");
+    assert!(records[2].1.is_empty());
+
+    let none = client.post_json(
+        "/v1/get",
+        &serde_json::json!({ "names": [absent] }).to_string(),
+    );
+    assert_eq!((none.status, none.body.len()), (200, 0));
+}
+
+#[test]
+fn get_many_streams_large_blobs() {
+    let labd = Labd::start("get-many-large", &[]);
+    let client = labd.bytes();
+    let big = pseudo_random(3 << 20, 2);
+    let name = client.put(&big);
+    let body = serde_json::json!({ "names": [name] }).to_string();
+    let response = client.post_json("/v1/get", &body);
+    let records = parse_blob_stream(&response.body);
+    assert_eq!(records.len(), 1);
+    assert!(records[0].1 == big);
+    let whole = client.get(&format!("/v1/blobs/{name}"));
+    assert!(whole.body == big);
+}
+
+fn parse_blob_stream(mut stream: &[u8]) -> Vec<(String, Vec<u8>)> {
+    let mut records = Vec::new();
+    while !stream.is_empty() {
+        let newline = stream
+            .iter()
+            .position(|b| *b == b'\n')
+            .expect("a header line");
+        let header = std::str::from_utf8(&stream[..newline]).unwrap();
+        let (name, size) = header.split_once(' ').expect("`<name> <size>`");
+        let size: usize = size.parse().unwrap();
+        let start = newline + 1;
+        records.push((name.to_string(), stream[start..start + size].to_vec()));
+        stream = &stream[start + size..];
+    }
+    records
+}
+
+fn blob_records(records: &[&[u8]]) -> Vec<u8> {
+    let mut body = Vec::new();
+    for record in records {
+        body.extend_from_slice(format!("{}\n", record.len()).as_bytes());
+        body.extend_from_slice(record);
+    }
+    body
+}
+
+#[test]
+fn put_many_commits_each_record() {
+    let labd = Labd::start("put-many", &["--blob-cap", "1000"]);
+    let client = labd.bytes();
+    let big = vec![1u8; 1001];
+    let at_cap = vec![2u8; 1000];
+    let records: [&[u8]; 5] = [b"first", b"", &big, &at_cap, b"first"];
+    let response = client.post(
+        "/v1/put",
+        Some("application/x-blobs"),
+        &blob_records(&records),
+    );
+    assert_eq!(response.status, 200);
+    assert_identity(&response);
+    let results = response.json()["results"].as_array().unwrap().clone();
+    assert_eq!(results.len(), 5);
+    assert_eq!(results[0]["name"], name_of(b"first"));
+    assert_eq!(results[0]["size"], 5);
+    assert_eq!(results[1]["name"], name_of(b""));
+    assert_eq!(results[2]["error"], "too_large");
+    assert!(results[2]["message"].is_string());
+    assert_eq!(results[3]["name"], name_of(&at_cap));
+    assert_eq!(results[4], results[0]);
+    let sizes = client.stat(&[&name_of(b"first"), &name_of(&big), &name_of(&at_cap)]);
+    assert_eq!(sizes.len(), 2);
+    assert!(!sizes.contains_key(&name_of(&big)));
+    assert_eq!(labd.staging_files(), 0);
+
+    // An empty batch is an empty result list; no content type is fine.
+    let empty = client.post("/v1/put", None, b"");
+    assert_eq!(empty.json()["results"], serde_json::json!([]));
+}
+
+#[test]
+fn put_many_refuses_malformed_streams() {
+    let labd = Labd::start("put-many-bad", &[]);
+    let client = labd.bytes();
+    for body in [
+        &b"x\nabc"[..],
+        b"3 \nabc",
+        b"03\nabc",
+        b"-1\n",
+        b"3\r\nabc",
+        b"99999999999999999999999\n",
+    ] {
+        client
+            .post("/v1/put", Some("application/x-blobs"), body)
+            .assert_error(400, "bad_request");
+    }
+    // A record that ends before its size: the whole records before it land.
+    let mut body = blob_records(&[b"whole one"]);
+    body.extend_from_slice(b"10\nshort");
+    client
+        .post("/v1/put", Some("application/x-blobs"), &body)
+        .assert_error(400, "bad_request");
+    assert_eq!(client.stat(&[&name_of(b"whole one")]).len(), 1);
+    assert_eq!(client.stat(&[&name_of(b"short")]).len(), 0);
+    client
+        .post("/v1/put", Some("application/json"), &blob_records(&[b"x"]))
+        .assert_error(400, "bad_request");
+    client
+        .post(
+            "/v1/put?x=1",
+            Some("application/x-blobs"),
+            &blob_records(&[b"x"]),
+        )
+        .assert_error(400, "bad_request");
+    assert_eq!(labd.staging_files(), 0);
+}
+
+#[test]
+fn batch_cut_off_mid_body_commits_whole_records_only() {
+    let labd = Labd::start("put-many-cut", &[]);
+    let client = labd.bytes();
+    let first = pseudo_random(5000, 3);
+    let second = pseudo_random(7000, 4);
+    let partial = pseudo_random(100_000, 5);
+    let mut body = blob_records(&[&first, &second]);
+    body.extend_from_slice(format!("{}\n", partial.len()).as_bytes());
+    body.extend_from_slice(&partial[..50_000]);
+
+    let mut stream = client.connect();
+    let head = "POST /v1/put HTTP/1.1\r\nhost: t\r\ncontent-type: application/x-blobs\r\ncontent-length: 10000000\r\n\r\n";
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(&body).unwrap();
+    stream.flush().unwrap();
+    // The server commits the second record once it has read past it.
+    eventually("the whole records are committed", || {
+        client.stat(&[&name_of(&second)]).len() == 1
+    });
+    drop(stream);
+    eventually("the partial record's staging file is gone", || {
+        labd.staging_files() == 0
+    });
+    let sizes = client.stat(&[&name_of(&first), &name_of(&second), &name_of(&partial)]);
+    assert_eq!(sizes.len(), 2);
+    assert!(!sizes.contains_key(&name_of(&partial)));
+}
+
+#[test]
+fn put_is_idempotent_and_concurrent_puts_agree() {
+    let labd = Labd::start("concurrent", &[]);
+    let client = labd.bytes();
+    let bytes = pseudo_random(1 << 20, 6);
+    let names: Vec<String> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..16)
+            .map(|_| scope.spawn(|| client.put(&bytes)))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(names.iter().all(|n| *n == name_of(&bytes)));
+    assert_eq!(client.put(&bytes), name_of(&bytes));
+    assert_eq!(client.get(&format!("/v1/blobs/{}", names[0])).body, bytes);
+    assert_eq!(labd.staging_files(), 0);
+}
+
+/// Sends `body` with chunked transfer encoding, in 64 KiB chunks.
+fn send_chunked(
+    client: &support::Client,
+    target: &str,
+    content_type: Option<&str>,
+    body: &[u8],
+) -> support::Response {
+    let mut stream = client.connect();
+    let mut head = format!("POST {target} HTTP/1.1\r\nhost: t\r\ntransfer-encoding: chunked\r\n");
+    if let Some(ct) = content_type {
+        head.push_str(&format!("content-type: {ct}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).unwrap();
+    for chunk in body.chunks(64 * 1024) {
+        let mut frame = format!("{:x}\r\n", chunk.len()).into_bytes();
+        frame.extend_from_slice(chunk);
+        frame.extend_from_slice(b"\r\n");
+        if stream.write_all(&frame).is_err() {
+            break;
+        }
+    }
+    let _ = stream.write_all(b"0\r\n\r\n");
+    read_response(&mut stream)
+}
+
+#[test]
+fn chunked_put_commits_at_clean_end() {
+    let labd = Labd::start("chunked", &[]);
+    let client = labd.bytes();
+    let bytes = pseudo_random(300_000, 7);
+    let response = send_chunked(&client, "/v1/blobs", None, &bytes);
+    assert_eq!(response.status, 200);
+    assert_eq!(response.json()["name"], name_of(&bytes));
+}
+
+#[test]
+fn cap_refuses_oversized_puts_and_commits_nothing() {
+    let labd = Labd::start("cap", &["--blob-cap", "100000"]);
+    let client = labd.bytes();
+    let at_cap = pseudo_random(100_000, 8);
+    assert_eq!(client.put(&at_cap), name_of(&at_cap));
+
+    // Declared too large: refused before reading.
+    let over = pseudo_random(100_001, 9);
+    let response = client.post("/v1/blobs", None, &over);
+    response.assert_error(413, "too_large");
+    assert_identity(&response);
+
+    // Undeclared: the cap trips mid-stream.
+    let far_over = pseudo_random(300_000, 10);
+    send_chunked(&client, "/v1/blobs", None, &far_over).assert_error(413, "too_large");
+    assert!(client
+        .stat(&[&name_of(&over), &name_of(&far_over)])
+        .is_empty());
+    eventually("no staging litter", || labd.staging_files() == 0);
+}
+
+#[test]
+fn client_closing_mid_body_commits_nothing() {
+    let labd = Labd::start("abort", &[]);
+    let client = labd.bytes();
+    let bytes = pseudo_random(1 << 20, 11);
+    let mut stream = client.connect();
+    let head = format!(
+        "POST /v1/blobs HTTP/1.1\r\nhost: t\r\ncontent-length: {}\r\n\r\n",
+        bytes.len()
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(&bytes[..bytes.len() / 2]).unwrap();
+    eventually("the put is staging", || labd.staging_files() == 1);
+    drop(stream);
+    eventually("the staging file is removed", || labd.staging_files() == 0);
+    assert!(client.stat(&[&name_of(&bytes)]).is_empty());
+    // The truncated prefix was not committed under its own name either.
+    assert!(client
+        .stat(&[&name_of(&bytes[..bytes.len() / 2])])
+        .is_empty());
+}
+
+#[test]
+fn kill_during_a_large_put_leaves_nothing_after_restart() {
+    let labd = Labd::start("kill", &[]);
+    let client = labd.bytes();
+    let kept = client.put(b"committed before the crash");
+    let bytes = pseudo_random(8 << 20, 12);
+    let mut stream = client.connect();
+    let head = "POST /v1/blobs HTTP/1.1\r\nhost: t\r\ncontent-length: 67108864\r\n\r\n";
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(&bytes).unwrap();
+    eventually("the put is staging", || labd.staging_files() == 1);
+    let labd = labd.kill_and_restart();
+    drop(stream);
+    assert_eq!(
+        labd.staging_files(),
+        0,
+        "staging litter survived the restart"
+    );
+    let client = labd.bytes();
+    assert!(client.stat(&[&name_of(&bytes)]).is_empty());
+    assert_eq!(client.stat(&[&kept]).len(), 1);
+    assert_eq!(
+        client.get(&format!("/v1/blobs/{kept}")).body,
+        b"committed before the crash"
+    );
+}
+
+#[test]
+fn routing_is_exact() {
+    let labd = Labd::start("routing", &[]);
+    let client = labd.bytes();
+    let name = client.put(b"r");
+    for target in [
+        "/",
+        "/v1",
+        "/v2/stat",
+        "/v1/stat/",
+        "/v1//stat",
+        "//v1/stat",
+        "/v1/./stat",
+        "/v1/x/../stat",
+        "/v1/blobs/",
+        "/v1/blobs//x",
+        "/describe/../SURFACE.md",
+        "/describe/./SURFACE.md",
+        "/metrics",
+        "/LIVEZ",
+    ] {
+        for method in ["GET", "POST"] {
+            let response = client.send(&format!("{method} {target} HTTP/1.1"), Some(b""));
+            response.assert_error(404, "not_found");
+            assert_identity(&response);
+            assert!(response.header("location").is_none());
+        }
+    }
+    let blob = format!("/v1/blobs/{name}");
+    for (method, target, allow) in [
+        ("POST", blob.as_str(), "GET"),
+        ("PUT", blob.as_str(), "GET"),
+        ("HEAD", blob.as_str(), "GET"),
+        ("GET", "/v1/stat", "POST"),
+        ("GET", "/v1/blobs", "POST"),
+        ("DELETE", "/v1/get", "POST"),
+        ("GET", "/v1/put", "POST"),
+        ("POST", "/livez", "GET"),
+        ("POST", "/healthz", "GET"),
+        ("POST", "/describe", "GET"),
+        ("PUT", "/describe/SURFACE.md", "GET"),
+    ] {
+        let response = client.send(&format!("{method} {target} HTTP/1.1"), Some(b""));
+        assert_eq!(response.status, 405, "{method} {target}");
+        assert_eq!(response.header("allow"), Some(allow), "{method} {target}");
+        assert_identity(&response);
+    }
+}
+
+#[test]
+fn operational_routes() {
+    let labd = Labd::start("operational", &[]);
+    let client = labd.bytes();
+    let livez = client.get("/livez");
+    assert_eq!(livez.status, 200);
+    assert_identity(&livez);
+    let body = livez.json();
+    assert_eq!(body["status"], "ok");
+    assert_eq!(body["service"], "bytes");
+    assert_eq!(body["contract"], CONTRACT);
+    assert_eq!(body["checks"], serde_json::json!([]));
+    assert!(body["build"]["revision"].is_string());
+    assert!(body["build"]["dirty"].is_boolean());
+    assert!(body["build"]["go"].is_string());
+    assert!(body["time"].as_str().unwrap().ends_with('Z'));
+    assert!(body.get("identity").is_none());
+
+    let healthz = client.get("/healthz");
+    assert_eq!(healthz.status, 200);
+    let body = healthz.json();
+    assert_eq!(body["checks"][0]["name"], "store");
+    assert_eq!(body["checks"][0]["status"], "ok");
+
+    client.get("/livez?x=1").assert_error(400, "bad_request");
+
+    // The store check fails when a commit cannot be staged.
+    std::fs::remove_dir_all(labd.blobs_dir().join("staging")).unwrap();
+    let failing = client.get("/healthz");
+    assert_eq!(failing.status, 503);
+    let body = failing.json();
+    assert_eq!(body["status"], "failing");
+    assert_eq!(body["checks"][0]["name"], "store");
+    assert_eq!(body["checks"][0]["status"], "failing");
+    assert!(!body["checks"][0]["detail"].as_str().unwrap().is_empty());
+    assert_eq!(client.get("/livez").status, 200);
+}
+
+#[test]
+fn describe_and_served_files() {
+    let labd = Labd::start("describe", &[]);
+    let client = labd.bytes();
+    let describe = client.get("/describe");
+    assert_eq!(describe.status, 200);
+    assert_identity(&describe);
+    let body = describe.json();
+    assert_eq!(body["name"], "bytes");
+    assert_eq!(body["contract"], CONTRACT);
+    assert!(body["component"].as_str().unwrap().starts_with("sha256:"));
+    assert!(!body["operations"].as_array().unwrap().is_empty());
+    let refusals: Vec<&str> = body["refusals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    for code in ["bad_request", "not_found", "too_large"] {
+        assert!(refusals.contains(&code), "{code}");
+    }
+    let files: Vec<String> = body["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap().to_string())
+        .collect();
+    for required in ["SURFACE.md", "HTTP.md", "operations.json", "openapi.json"] {
+        assert!(files.iter().any(|f| f == required), "{required}");
+    }
+    assert!(files
+        .iter()
+        .any(|f| f.starts_with("schema/") && f.ends_with(".schema.json")));
+    let contracts = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../contracts/bytes");
+    for file in &files {
+        let response = client.get(&format!("/describe/{file}"));
+        assert_eq!(response.status, 200, "{file}");
+        assert_identity(&response);
+        let expected_type = if file.ends_with(".md") {
+            "text/markdown"
+        } else {
+            "application/json"
+        };
+        assert_eq!(
+            response.header("content-type"),
+            Some(expected_type),
+            "{file}"
+        );
+        let on_disk = std::fs::read(contracts.join(file)).unwrap();
+        assert!(response.body == on_disk, "{file} is not served verbatim");
+    }
+    for absent in [
+        "/describe/nope.md",
+        "/describe/schema/Nope.schema.json",
+        "/describe/Cargo.toml",
+    ] {
+        client.get(absent).assert_error(404, "not_found");
+    }
+}
+
+#[test]
+fn management_listener_reports_metrics_and_component() {
+    let labd = Labd::start("management", &[]);
+    labd.bytes().put(b"m");
+    labd.bytes().get("/v1/nope");
+    let management = labd.bytes_management();
+    let metrics = management.get("/metrics");
+    assert_eq!(metrics.status, 200);
+    assert_identity(&metrics);
+    let text = String::from_utf8(metrics.body).unwrap();
+    assert!(
+        text.contains("lab_requests_total{service=\"bytes\",operation=\"put\",status=\"200\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("lab_requests_total{service=\"bytes\",operation=\"none\",status=\"404\"} 1"),
+        "{text}"
+    );
+    assert!(text.contains(
+        "lab_request_duration_seconds_bucket{service=\"bytes\",operation=\"put\",le=\"+Inf\"} 1"
+    ));
+    assert!(text.contains("lab_instantiation_duration_seconds_count{service=\"bytes\"}"));
+    let component = management.get("/component").json();
+    let described = labd.bytes().get("/describe").json();
+    assert_eq!(component["digest"], described["component"]);
+    assert_eq!(management.get("/livez").status, 200);
+    assert_eq!(
+        management.get("/healthz").json()["checks"][0]["name"],
+        "store"
+    );
+    management.get("/nope").assert_error(404, "not_found");
+    // The built-in component has no file to reload from.
+    management
+        .post("/reload", None, b"")
+        .assert_error(409, "reload_failed");
+}
+
+#[test]
+fn hot_swap_keeps_serving() {
+    let dir = support::temp_dir("swap-component");
+    let path = dir.join("bytes.wasm");
+    let original = std::fs::read(support::built_component("bytes")).unwrap();
+    std::fs::write(&path, &original).unwrap();
+    let labd = Labd::start("swap", &["--bytes-component", path.to_str().unwrap()]);
+    let client = labd.bytes();
+    let before = client.get("/describe").json()["component"].clone();
+    let blob = client.put(b"swap");
+
+    // A different build: the same component with a custom section appended.
+    let mut swapped = original.clone();
+    let section_name = b"lab-test-build";
+    let payload = b"second";
+    swapped.push(0);
+    swapped.push((1 + section_name.len() + payload.len()) as u8);
+    swapped.push(section_name.len() as u8);
+    swapped.extend_from_slice(section_name);
+    swapped.extend_from_slice(payload);
+
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let served = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..4)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut served = 0;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        let response = client.get(&format!("/v1/blobs/{blob}"));
+                        assert_eq!(response.status, 200);
+                        assert_eq!(response.body, b"swap");
+                        served += 1;
+                    }
+                    served
+                })
+            })
+            .collect();
+        std::fs::write(&path, &swapped).unwrap();
+        let reload = labd.bytes_management().post("/reload", None, b"");
+        assert_eq!(
+            reload.status,
+            200,
+            "{}",
+            String::from_utf8_lossy(&reload.body)
+        );
+        assert_eq!(reload.json()["digest"], name_of(&swapped));
+        // Keep the load on across the swap for a few more requests.
+        for _ in 0..20 {
+            assert_eq!(client.get(&format!("/v1/blobs/{blob}")).status, 200);
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        workers
+            .into_iter()
+            .map(|w| w.join().unwrap())
+            .sum::<usize>()
+    });
+    assert!(served > 0);
+    let after = client.get("/describe").json()["component"].clone();
+    assert_eq!(after, name_of(&swapped));
+    assert_ne!(before, after);
+
+    // A file that is not a component is refused and the old one keeps serving.
+    std::fs::write(&path, b"not wasm").unwrap();
+    labd.bytes_management()
+        .post("/reload", None, b"")
+        .assert_error(409, "reload_failed");
+    assert_eq!(
+        client.get("/describe").json()["component"],
+        name_of(&swapped)
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn sigterm_finishes_requests_in_flight() {
+    let labd = Labd::start("sigterm", &[]);
+    let client = labd.bytes();
+    let bytes = pseudo_random(200_000, 13);
+    let mut stream = client.connect();
+    let head = format!(
+        "POST /v1/blobs HTTP/1.1\r\nhost: t\r\ncontent-length: {}\r\n\r\n",
+        bytes.len()
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(&bytes[..1000]).unwrap();
+    eventually("the put is staging", || labd.staging_files() == 1);
+    labd.terminate();
+    stream.write_all(&bytes[1000..]).unwrap();
+    let response = read_response(&mut stream);
+    assert_eq!(response.status, 200);
+    assert_eq!(response.json()["name"], name_of(&bytes));
+    let mut labd = labd;
+    let status = labd.child.wait().unwrap();
+    assert!(status.success(), "{status}");
+}

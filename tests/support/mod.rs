@@ -1,0 +1,379 @@
+//! The black-box harness: a `labd` on free loopback ports, and a raw HTTP/1.1
+//! client that sends exactly the bytes a test names.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+/// How long a readiness probe waits before the test fails.
+const PROBE_LIMIT: Duration = Duration::from_secs(60);
+
+/// A running `labd` and its data directory.
+pub struct Labd {
+    pub child: Child,
+    pub data_dir: PathBuf,
+    pub bytes: SocketAddr,
+    pub bytes_management: SocketAddr,
+    args: Vec<String>,
+}
+
+/// A fresh directory under the target's temporary directory.
+pub fn temp_dir(name: &str) -> PathBuf {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "{name}-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The components the build produced (the same ones `labd` embeds).
+pub fn built_component(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/components/wasm32-wasip2/release")
+        .join(format!("lab_{name}.wasm"))
+}
+
+impl Labd {
+    /// Starts `labd` with its state in a new directory and `args` added.
+    pub fn start(name: &str, args: &[&str]) -> Labd {
+        let data_dir = temp_dir(name);
+        Labd::start_in(data_dir, args.iter().map(|a| a.to_string()).collect())
+    }
+
+    /// Starts `labd` on an existing data directory.
+    pub fn start_in(data_dir: PathBuf, args: Vec<String>) -> Labd {
+        let ready = data_dir.join("ready.json");
+        let _ = std::fs::remove_file(&ready);
+        let cache = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("component-cache");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_labd"))
+            .arg("--data-dir")
+            .arg(data_dir.join("state"))
+            .arg("--cache-dir")
+            .arg(&cache)
+            .args([
+                "--bytes-listen",
+                "127.0.0.1:0",
+                "--bytes-management-listen",
+                "127.0.0.1:0",
+            ])
+            .arg("--ready-file")
+            .arg(&ready)
+            .args(["--log", "warn"])
+            .args(&args)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("start labd");
+        let started = Instant::now();
+        let addresses = loop {
+            if let Ok(text) = std::fs::read_to_string(&ready) {
+                break serde_json::from_str::<serde_json::Value>(&text)
+                    .expect("ready file is JSON");
+            }
+            if let Some(status) = child.try_wait().unwrap() {
+                panic!("labd exited before it was ready: {status}");
+            }
+            assert!(started.elapsed() < PROBE_LIMIT, "labd did not become ready");
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let address = |k: &str| addresses["bytes"][k].as_str().unwrap().parse().unwrap();
+        Labd {
+            bytes: address("operations"),
+            bytes_management: address("management"),
+            child,
+            data_dir,
+            args,
+        }
+    }
+
+    /// The blob store's directory.
+    pub fn blobs_dir(&self) -> PathBuf {
+        self.data_dir.join("state/blobs")
+    }
+
+    /// Files in the staging directory.
+    pub fn staging_files(&self) -> usize {
+        std::fs::read_dir(self.blobs_dir().join("staging"))
+            .map(|d| d.count())
+            .unwrap_or(0)
+    }
+
+    /// SIGKILL, then a new `labd` on the same data directory.
+    pub fn kill_and_restart(mut self) -> Labd {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+        let data_dir = self.data_dir.clone();
+        let args = std::mem::take(&mut self.args);
+        std::mem::forget(self);
+        Labd::start_in(data_dir, args)
+    }
+
+    /// SIGKILL without restarting; the data directory stays.
+    pub fn kill(mut self) -> PathBuf {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+        let dir = self.data_dir.clone();
+        std::mem::forget(self);
+        dir
+    }
+
+    /// Sends SIGTERM.
+    pub fn terminate(&self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// A client of the bytes operations listener.
+    pub fn bytes(&self) -> Client {
+        Client {
+            address: self.bytes,
+        }
+    }
+
+    /// A client of the bytes management listener.
+    pub fn bytes_management(&self) -> Client {
+        Client {
+            address: self.bytes_management,
+        }
+    }
+}
+
+impl Drop for Labd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.data_dir);
+    }
+}
+
+/// Polls `condition` until it holds; fails the test after the probe limit.
+pub fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !condition() {
+        assert!(
+            started.elapsed() < PROBE_LIMIT,
+            "timed out waiting for: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A parsed response.
+#[derive(Debug)]
+pub struct Response {
+    pub status: u16,
+    /// (lowercase name, value)
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
+    }
+
+    /// Asserts an error envelope with this status and code.
+    pub fn assert_error(&self, status: u16, code: &str) {
+        assert_eq!(
+            self.status,
+            status,
+            "body: {}",
+            String::from_utf8_lossy(&self.body)
+        );
+        assert_eq!(self.header("content-type"), Some("application/json"));
+        let body = self.json();
+        assert_eq!(body["error"], code, "{body}");
+        assert!(body["message"].is_string(), "{body}");
+    }
+}
+
+/// A raw HTTP/1.1 client: one connection per request.
+#[derive(Clone, Copy)]
+pub struct Client {
+    pub address: SocketAddr,
+}
+
+impl Client {
+    pub fn connect(&self) -> TcpStream {
+        let stream = TcpStream::connect(self.address).unwrap();
+        stream.set_read_timeout(Some(PROBE_LIMIT)).unwrap();
+        stream.set_nodelay(true).unwrap();
+        stream
+    }
+
+    /// Sends `head` (request line and headers, without the blank line) with
+    /// `body` (adding `content-length` when `body` is some), and reads the
+    /// response.
+    pub fn send(&self, head: &str, body: Option<&[u8]>) -> Response {
+        let mut stream = self.connect();
+        let mut request = head.trim_end().replace('\n', "\r\n");
+        request.push_str("\r\nhost: test\r\nconnection: close\r\n");
+        if let Some(body) = body {
+            request.push_str(&format!("content-length: {}\r\n", body.len()));
+        }
+        request.push_str("\r\n");
+        stream.write_all(request.as_bytes()).unwrap();
+        if let Some(body) = body {
+            // The server may answer early (a refusal) and close.
+            let _ = stream.write_all(body);
+        }
+        if head.starts_with("HEAD ") {
+            read_head(&mut BufReader::new(&mut stream)).into_response(Vec::new())
+        } else {
+            read_response(&mut stream)
+        }
+    }
+
+    pub fn get(&self, target: &str) -> Response {
+        self.send(&format!("GET {target} HTTP/1.1"), None)
+    }
+
+    pub fn post(&self, target: &str, content_type: Option<&str>, body: &[u8]) -> Response {
+        let mut head = format!("POST {target} HTTP/1.1");
+        if let Some(ct) = content_type {
+            head.push_str(&format!("\ncontent-type: {ct}"));
+        }
+        self.send(&head, Some(body))
+    }
+
+    pub fn post_json(&self, target: &str, body: &str) -> Response {
+        self.post(target, Some("application/json"), body.as_bytes())
+    }
+
+    /// `POST /v1/blobs`: asserts success and returns the name.
+    pub fn put(&self, bytes: &[u8]) -> String {
+        let response = self.post("/v1/blobs", None, bytes);
+        assert_eq!(
+            response.status,
+            200,
+            "{}",
+            String::from_utf8_lossy(&response.body)
+        );
+        let body = response.json();
+        assert_eq!(body["size"], bytes.len() as u64);
+        body["name"].as_str().unwrap().to_string()
+    }
+
+    /// The sizes `POST /v1/stat` reports for `names`.
+    pub fn stat(&self, names: &[&str]) -> serde_json::Map<String, serde_json::Value> {
+        let body = serde_json::json!({ "names": names }).to_string();
+        let response = self.post_json("/v1/stat", &body);
+        assert_eq!(response.status, 200);
+        response.json()["sizes"].as_object().unwrap().clone()
+    }
+}
+
+/// Reads one response: head, then a body framed by content-length, chunked
+/// encoding or the end of the connection. Every response must name its
+/// service.
+pub fn read_response(stream: &mut TcpStream) -> Response {
+    let mut reader = BufReader::new(stream);
+    let head = read_head(&mut reader);
+    let find = |n: &str| {
+        head.headers
+            .iter()
+            .find(|(h, _)| h == n)
+            .map(|(_, v)| v.clone())
+    };
+    let mut body = Vec::new();
+    if let Some(length) = find("content-length") {
+        body.resize(length.parse().unwrap(), 0);
+        reader.read_exact(&mut body).unwrap();
+    } else if find("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
+        loop {
+            let mut size_line = String::new();
+            reader.read_line(&mut size_line).unwrap();
+            let size = usize::from_str_radix(size_line.trim(), 16).unwrap();
+            let mut chunk = vec![0; size + 2];
+            reader.read_exact(&mut chunk).unwrap();
+            if size == 0 {
+                break;
+            }
+            body.extend_from_slice(&chunk[..size]);
+        }
+    } else {
+        reader.read_to_end(&mut body).unwrap();
+    }
+    head.into_response(body)
+}
+
+/// A response's status line and headers.
+pub struct Head {
+    status: u16,
+    headers: Vec<(String, String)>,
+}
+
+impl Head {
+    fn into_response(self, body: Vec<u8>) -> Response {
+        let response = Response {
+            status: self.status,
+            headers: self.headers,
+            body,
+        };
+        assert!(
+            response.header("lab-service").is_some(),
+            "a response without Lab-Service: {response:?}"
+        );
+        response
+    }
+}
+
+fn read_head(reader: &mut impl BufRead) -> Head {
+    let mut status_line = String::new();
+    reader.read_line(&mut status_line).unwrap();
+    let status: u16 = status_line
+        .split(' ')
+        .nth(1)
+        .unwrap_or_else(|| panic!("bad status line {status_line:?}"))
+        .parse()
+        .unwrap();
+    let mut headers = Vec::new();
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        let (name, value) = line.split_once(':').unwrap();
+        headers.push((name.trim().to_ascii_lowercase(), value.trim().to_string()));
+    }
+    Head { status, headers }
+}
+
+/// SHA-256 blob name of `bytes`, computed independently of the service.
+pub fn name_of(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    format!("sha256:{}", hex::encode(sha2::Sha256::digest(bytes)))
+}
+
+/// Deterministic pseudo-random bytes (xorshift), distinct per seed.
+pub fn pseudo_random(len: usize, seed: u64) -> Vec<u8> {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect()
+}
