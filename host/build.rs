@@ -7,8 +7,12 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// (package, file stem of the built component, name the host embeds it under)
-const COMPONENTS: &[(&str, &str, &str)] = &[("lab-bytes", "lab_bytes", "bytes")];
+/// (package, file stem of the built component, name the host embeds it
+/// under; none for components only tests load from disk)
+const COMPONENTS: &[(&str, &str, Option<&str>)] = &[
+    ("lab-bytes", "lab_bytes", Some("bytes")),
+    ("lab-probe", "lab_probe", None),
+];
 
 fn main() {
     let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
@@ -56,6 +60,7 @@ fn build_components(workspace: &Path, out_dir: &Path) {
 
     let mut consts = String::new();
     for (_, stem, name) in COMPONENTS {
+        let Some(name) = name else { continue };
         let built = target_dir
             .join("wasm32-wasip2/release")
             .join(format!("{stem}.wasm"));

@@ -10,6 +10,8 @@ mod generated {
             "lab:platform/body.incoming-body": crate::body::IncomingBody,
             "lab:platform/blobs.blob-reader": crate::blobstore::BlobReader,
             "lab:platform/blobs.blob-writer": crate::capabilities::PendingBlob,
+            "lab:platform/kv.read-txn": crate::kv::ReadTxn,
+            "lab:platform/kv.write-txn": crate::kv::WriteTxn,
         },
     });
 }
@@ -17,5 +19,5 @@ mod generated {
 pub use generated::exports::lab::platform::handler::{
     BodyPart, Request as WitRequest, Response as WitResponse, ServiceIdentity,
 };
-pub use generated::lab::platform::{blobs, body, clock, ids, log, runtime, types};
+pub use generated::lab::platform::{blobs, body, clock, ids, kv, log, runtime, types};
 pub use generated::{Service, ServicePre};

@@ -1,7 +1,7 @@
 //! The wasmtime engine, the linker and compiled components: built once at
 //! start (and at hot swap), never per request.
 
-use crate::bindings::{blobs, body, clock, ids, log, runtime, types, ServicePre};
+use crate::bindings::{blobs, body, clock, ids, kv, log, runtime, types, ServicePre};
 use crate::capabilities::RequestState;
 use sha2::{Digest, Sha256};
 use std::hash::{Hash, Hasher};
@@ -35,8 +35,8 @@ pub fn engine(slots: u32) -> Result<Engine> {
     Engine::new(&config).context("create the wasmtime engine")
 }
 
-/// The linker every service component is instantiated against. A component
-/// that imports an interface the host does not provide fails to load.
+/// The linker every service component is instantiated against: WASI (with
+/// nothing granted) and every interface of `wit/`.
 pub fn linker(engine: &Engine) -> Result<Linker<RequestState>> {
     let mut linker = Linker::new(engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
@@ -44,6 +44,7 @@ pub fn linker(engine: &Engine) -> Result<Linker<RequestState>> {
     types::add_to_linker::<_, Own>(&mut linker, |s| s)?;
     body::add_to_linker::<_, Own>(&mut linker, |s| s)?;
     blobs::add_to_linker::<_, Own>(&mut linker, |s| s)?;
+    kv::add_to_linker::<_, Own>(&mut linker, |s| s)?;
     clock::add_to_linker::<_, Own>(&mut linker, |s| s)?;
     ids::add_to_linker::<_, Own>(&mut linker, |s| s)?;
     log::add_to_linker::<_, Own>(&mut linker, |s| s)?;
@@ -107,4 +108,44 @@ fn cache_path(engine: &Engine, dir: &Path, digest: &str) -> PathBuf {
     engine.precompile_compatibility_hash().hash(&mut hasher);
     let hex = digest.trim_start_matches("sha256:");
     dir.join(format!("{}-{:016x}.cwasm", &hex[..32], hasher.finish()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A component imports only the interfaces it calls: the bytes service
+    /// never sees the key-value store.
+    #[test]
+    fn the_bytes_component_imports_only_what_it_uses() {
+        let engine = engine(4).unwrap();
+        let component = Component::new(&engine, crate::components::BYTES).unwrap();
+        let ty = component.component_type();
+        let imports: Vec<String> = ty
+            .imports(&engine)
+            .map(|(name, _)| name.to_string())
+            .collect();
+        assert!(
+            imports.iter().any(|i| i.starts_with("lab:platform/blobs")),
+            "{imports:?}"
+        );
+        assert!(
+            !imports.iter().any(|i| i.starts_with("lab:platform/kv")),
+            "{imports:?}"
+        );
+        assert!(
+            !imports.iter().any(|i| i.starts_with("wasi:sockets")),
+            "{imports:?}"
+        );
+        let exports: Vec<String> = ty
+            .exports(&engine)
+            .map(|(name, _)| name.to_string())
+            .collect();
+        assert!(
+            exports
+                .iter()
+                .any(|e| e.starts_with("lab:platform/handler")),
+            "{exports:?}"
+        );
+    }
 }

@@ -16,6 +16,7 @@ mod body;
 mod capabilities;
 mod dispatch;
 mod engine;
+mod kv;
 mod management;
 mod metrics;
 mod server;
@@ -65,6 +66,13 @@ async fn run(settings: Settings) -> Result<()> {
         blobstore::BlobStore::open(&settings.data_dir.join("blobs"))
             .context("open the blob store")?,
     );
+    let (_kv, mut namespaces) = kv::KvStore::open(
+        &settings.data_dir.join("lmdb"),
+        settings.lmdb_map_size,
+        &["bytes"],
+    )
+    .map_err(|e| anyhow::anyhow!("open the key-value store: {e}"))?;
+    let bytes_kv = namespaces.remove(0);
     let bytes_source = match &settings.bytes_component {
         Some(path) => ComponentSource::File(path.clone()),
         None => ComponentSource::Embedded(components::BYTES),
@@ -76,6 +84,7 @@ async fn run(settings: Settings) -> Result<()> {
                 service: "bytes",
                 blobs,
                 blob_cap: settings.blob_cap,
+                kv: bytes_kv,
             }),
             Arc::new(metrics::Metrics::new("bytes")),
             engine.clone(),

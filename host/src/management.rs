@@ -4,7 +4,7 @@
 //! |---|---|
 //! | `GET /livez` | 200 `{status: "ok"}` while the host runs |
 //! | `GET /healthz` | the service's own `healthz`, as its component answers it |
-//! | `GET /metrics` | Prometheus text |
+//! | `GET /metrics` | Prometheus text: the service's requests, and the key-value store's commits |
 //! | `GET /component` | `{service, digest}` of the component now loaded |
 //! | `POST /reload` | reloads the component from its file; `{service, digest}` |
 
@@ -71,7 +71,8 @@ pub async fn serve(
             return dispatch::serve(service, forwarded).await.map(with_surface);
         }
         "/metrics" => {
-            let text = service.metrics.render(&service.loaded().digest);
+            let mut text = service.metrics.render(&service.loaded().digest);
+            text.push_str(&kv_metrics(service.env.kv.store().stats()));
             let mut response = hyper::Response::new(ResponseBody::whole(text));
             response.headers_mut().insert(
                 "content-type",
@@ -104,6 +105,21 @@ pub async fn serve(
         },
     };
     Ok(with_surface(response))
+}
+
+/// The key-value store's commit counters (shared by every service).
+fn kv_metrics(stats: &crate::kv::Stats) -> String {
+    use std::sync::atomic::Ordering::Relaxed;
+    format!(
+        "# HELP lab_kv_commits_total Durable commits of the key-value store (one fsync each).\n\
+         # TYPE lab_kv_commits_total counter\n\
+         lab_kv_commits_total {}\n\
+         # HELP lab_kv_transactions_total Write transactions made durable by those commits.\n\
+         # TYPE lab_kv_transactions_total counter\n\
+         lab_kv_transactions_total {}\n",
+        stats.groups.load(Relaxed),
+        stats.transactions.load(Relaxed)
+    )
 }
 
 fn json(service: &Service, status: u16, body: serde_json::Value) -> HttpResponse {

@@ -39,6 +39,11 @@ pub struct Settings {
     #[arg(long, env = "LAB_BLOB_CAP", default_value_t = 1 << 30)]
     pub blob_cap: u64,
 
+    /// Largest size the key-value store may grow to, in bytes (address space
+    /// reserved, not disk used).
+    #[arg(long, env = "LAB_LMDB_MAP_SIZE", default_value_t = 64 << 30)]
+    pub lmdb_map_size: usize,
+
     /// Requests one service runs at once (one component instance each);
     /// more wait for a free instance.
     #[arg(long, env = "LAB_MAX_CONCURRENT_REQUESTS", default_value_t = 256)]

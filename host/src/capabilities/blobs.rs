@@ -1,106 +1,15 @@
-//! The host side of the capability interfaces a component imports.
-//!
-//! Every request gets a fresh [`RequestState`]; what outlives a request (the
-//! blob store, the build facts, the loaded component's digest) sits in the
-//! shared [`ServiceEnv`].
+//! `lab:platform/blobs`: blob files, written while hashing, read by range.
 
-use crate::bindings::{blobs, body, clock, ids, log, runtime, types};
+use super::RequestState;
+use crate::bindings::{blobs, body};
 use crate::blobstore::{self, BlobReader, BlobStore, BlobWriter, WriteError};
 use crate::body::IncomingBody;
 use std::sync::Arc;
-use wasmtime::component::{Resource, ResourceTable};
-use wasmtime::{Result, StoreLimits};
-use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime::component::Resource;
+use wasmtime::Result;
 
 /// Request-body bytes moved per step of a streaming put.
 const PUT_CHUNK: usize = 1 << 20;
-
-/// What every request of one service shares.
-pub struct ServiceEnv {
-    pub service: &'static str,
-    pub blobs: Arc<BlobStore>,
-    pub blob_cap: u64,
-}
-
-/// The store data of one request.
-pub struct RequestState {
-    pub table: ResourceTable,
-    pub limits: StoreLimits,
-    wasi: WasiCtx,
-    env: Arc<ServiceEnv>,
-    digest: Arc<str>,
-}
-
-impl RequestState {
-    pub fn new(env: Arc<ServiceEnv>, digest: Arc<str>, limits: StoreLimits) -> Self {
-        RequestState {
-            table: ResourceTable::new(),
-            limits,
-            // No preopens, no environment, no network, no inherited stdio.
-            wasi: WasiCtx::builder().build(),
-            env,
-            digest,
-        }
-    }
-}
-
-impl WasiView for RequestState {
-    fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView {
-            ctx: &mut self.wasi,
-            table: &mut self.table,
-        }
-    }
-}
-
-impl types::Host for RequestState {}
-
-impl body::Host for RequestState {}
-
-impl body::HostIncomingBody for RequestState {
-    async fn read(
-        &mut self,
-        this: Resource<IncomingBody>,
-        max: u32,
-    ) -> Result<Result<Vec<u8>, body::BodyError>> {
-        let body = self.table.get_mut(&this)?;
-        Ok(body
-            .read(max as usize)
-            .await
-            .map(|b| b.to_vec())
-            .map_err(body::BodyError::Aborted))
-    }
-
-    async fn read_line(
-        &mut self,
-        this: Resource<IncomingBody>,
-        max: u32,
-    ) -> Result<Result<Vec<u8>, body::BodyError>> {
-        let body = self.table.get_mut(&this)?;
-        Ok(body
-            .read_line(max as usize)
-            .await
-            .map_err(body::BodyError::Aborted))
-    }
-
-    async fn skip(
-        &mut self,
-        this: Resource<IncomingBody>,
-        n: u64,
-    ) -> Result<Result<u64, body::BodyError>> {
-        let body = self.table.get_mut(&this)?;
-        Ok(body.skip(n).await.map_err(body::BodyError::Aborted))
-    }
-
-    async fn declared_length(&mut self, this: Resource<IncomingBody>) -> Result<Option<u64>> {
-        Ok(self.table.get(&this)?.declared_length())
-    }
-
-    async fn drop(&mut self, this: Resource<IncomingBody>) -> Result<()> {
-        self.table.delete(this)?;
-        Ok(())
-    }
-}
 
 /// A component-written blob until `finish` commits it.
 pub struct PendingBlob(Option<BlobWriter>);
@@ -272,57 +181,5 @@ impl blobs::HostBlobWriter for RequestState {
     async fn drop(&mut self, this: Resource<PendingBlob>) -> Result<()> {
         self.table.delete(this)?;
         Ok(())
-    }
-}
-
-impl clock::Host for RequestState {
-    async fn now(&mut self) -> Result<types::Instant> {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default();
-        Ok(types::Instant {
-            seconds: now.as_secs(),
-            nanoseconds: now.subsec_nanos(),
-        })
-    }
-}
-
-impl ids::Host for RequestState {
-    async fn random_bytes(&mut self, n: u8) -> Result<Vec<u8>> {
-        let mut bytes = vec![0u8; usize::from(n.min(64))];
-        blobstore::getrandom(&mut bytes);
-        Ok(bytes)
-    }
-}
-
-impl log::Host for RequestState {
-    async fn emit(&mut self, level: log::Level, message: String) -> Result<()> {
-        let service = self.env.service;
-        match level {
-            log::Level::Trace => tracing::trace!(target: "component", service, "{message}"),
-            log::Level::Debug => tracing::debug!(target: "component", service, "{message}"),
-            log::Level::Info => tracing::info!(target: "component", service, "{message}"),
-            log::Level::Warn => tracing::warn!(target: "component", service, "{message}"),
-            log::Level::Error => tracing::error!(target: "component", service, "{message}"),
-        }
-        Ok(())
-    }
-}
-
-impl runtime::Host for RequestState {
-    async fn build(&mut self) -> Result<runtime::BuildInfo> {
-        Ok(runtime::BuildInfo {
-            revision: env!("LAB_BUILD_REVISION").to_string(),
-            dirty: env!("LAB_BUILD_DIRTY") == "true",
-            toolchain: env!("LAB_BUILD_TOOLCHAIN").to_string(),
-        })
-    }
-
-    async fn component_digest(&mut self) -> Result<String> {
-        Ok(self.digest.to_string())
-    }
-
-    async fn blob_cap(&mut self) -> Result<u64> {
-        Ok(self.env.blob_cap)
     }
 }

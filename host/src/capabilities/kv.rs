@@ -1,0 +1,166 @@
+//! `lab:platform/kv`: the service's namespace of the transactional store.
+
+use super::RequestState;
+use crate::bindings::kv;
+use crate::kv::{KvError, Range, ReadTxn, WriteTxn};
+use wasmtime::component::Resource;
+use wasmtime::Result;
+
+fn wit_error(error: KvError) -> kv::KvError {
+    match error {
+        KvError::BadTable(table) => kv::KvError::NoSuchTable(table),
+        KvError::TooLarge => kv::KvError::TooLarge,
+        KvError::Finished => kv::KvError::Finished,
+        KvError::Storage(e) => kv::KvError::Storage(e),
+    }
+}
+
+fn entries(found: Vec<(Vec<u8>, Vec<u8>)>) -> Vec<kv::Entry> {
+    found
+        .into_iter()
+        .map(|(key, value)| kv::Entry { key, value })
+        .collect()
+}
+
+fn range(range: kv::Range) -> Range {
+    Range {
+        start: range.start,
+        end: range.end,
+        reverse: range.reverse,
+        limit: range.limit,
+    }
+}
+
+impl kv::Host for RequestState {
+    async fn begin_read(&mut self) -> Result<Result<Resource<ReadTxn>, kv::KvError>> {
+        Ok(match self.env.kv.read() {
+            Ok(txn) => Ok(self.table.push(txn)?),
+            Err(e) => Err(wit_error(e)),
+        })
+    }
+
+    async fn begin_write(&mut self) -> Result<Result<Resource<WriteTxn>, kv::KvError>> {
+        if self.open_writes > 0 {
+            return Ok(Err(kv::KvError::Storage(
+                "a request holds at most one write transaction at a time".into(),
+            )));
+        }
+        Ok(match self.env.kv.write() {
+            Ok(txn) => {
+                self.open_writes += 1;
+                Ok(self.table.push(txn)?)
+            }
+            Err(e) => Err(wit_error(e)),
+        })
+    }
+}
+
+impl kv::HostReadTxn for RequestState {
+    async fn get(
+        &mut self,
+        this: Resource<ReadTxn>,
+        table: String,
+        key: Vec<u8>,
+    ) -> Result<Result<Option<Vec<u8>>, kv::KvError>> {
+        Ok(self.table.get(&this)?.get(&table, &key).map_err(wit_error))
+    }
+
+    async fn scan(
+        &mut self,
+        this: Resource<ReadTxn>,
+        table: String,
+        bounds: kv::Range,
+    ) -> Result<Result<Vec<kv::Entry>, kv::KvError>> {
+        let txn = self.table.get(&this)?;
+        Ok(txn
+            .scan(&table, &range(bounds))
+            .map(entries)
+            .map_err(wit_error))
+    }
+
+    async fn drop(&mut self, this: Resource<ReadTxn>) -> Result<()> {
+        self.table.delete(this)?;
+        Ok(())
+    }
+}
+
+impl RequestState {
+    /// Marks the request's write transaction finished (committed, aborted or
+    /// dropped), once.
+    fn close_write(&mut self, this: &Resource<WriteTxn>) -> Result<bool> {
+        let txn = self.table.get(this)?;
+        let open = txn.is_open();
+        if open {
+            self.open_writes -= 1;
+        }
+        Ok(open)
+    }
+}
+
+impl kv::HostWriteTxn for RequestState {
+    async fn get(
+        &mut self,
+        this: Resource<WriteTxn>,
+        table: String,
+        key: Vec<u8>,
+    ) -> Result<Result<Option<Vec<u8>>, kv::KvError>> {
+        let txn = self.table.get(&this)?;
+        Ok(txn.get(&table, &key).await.map_err(wit_error))
+    }
+
+    async fn scan(
+        &mut self,
+        this: Resource<WriteTxn>,
+        table: String,
+        bounds: kv::Range,
+    ) -> Result<Result<Vec<kv::Entry>, kv::KvError>> {
+        let txn = self.table.get(&this)?;
+        Ok(txn
+            .scan(&table, range(bounds))
+            .await
+            .map(entries)
+            .map_err(wit_error))
+    }
+
+    async fn put(
+        &mut self,
+        this: Resource<WriteTxn>,
+        table: String,
+        key: Vec<u8>,
+        value: Vec<u8>,
+    ) -> Result<Result<(), kv::KvError>> {
+        let txn = self.table.get(&this)?;
+        Ok(txn.put(&table, &key, value).await.map_err(wit_error))
+    }
+
+    async fn delete(
+        &mut self,
+        this: Resource<WriteTxn>,
+        table: String,
+        key: Vec<u8>,
+    ) -> Result<Result<bool, kv::KvError>> {
+        let txn = self.table.get(&this)?;
+        Ok(txn.delete(&table, &key).await.map_err(wit_error))
+    }
+
+    async fn commit(&mut self, this: Resource<WriteTxn>) -> Result<Result<(), kv::KvError>> {
+        if !self.close_write(&this)? {
+            return Ok(Err(kv::KvError::Finished));
+        }
+        let txn = self.table.get_mut(&this)?;
+        Ok(txn.commit().await.map_err(wit_error))
+    }
+
+    async fn abort(&mut self, this: Resource<WriteTxn>) -> Result<()> {
+        if self.close_write(&this)? {
+            self.table.get_mut(&this)?.abort();
+        }
+        Ok(())
+    }
+
+    async fn drop(&mut self, this: Resource<WriteTxn>) -> Result<()> {
+        self.close_write(&this)?;
+        self.table.delete(this)?;
+        Ok(())
+    }
+}

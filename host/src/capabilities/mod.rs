@@ -1,0 +1,116 @@
+//! The host side of the capability interfaces a component imports.
+//!
+//! Every request gets a fresh [`RequestState`]; what outlives a request (the
+//! blob store, the build facts, the loaded component's digest) sits in the
+//! shared [`ServiceEnv`].
+
+mod blobs;
+mod body;
+mod kv;
+
+pub use blobs::PendingBlob;
+
+use crate::bindings::{clock, ids, log, runtime, types};
+use crate::blobstore::{self, BlobStore};
+use std::sync::Arc;
+use wasmtime::component::ResourceTable;
+use wasmtime::{Result, StoreLimits};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+/// What every request of one service shares.
+pub struct ServiceEnv {
+    pub service: &'static str,
+    pub blobs: Arc<BlobStore>,
+    pub blob_cap: u64,
+    /// The service's key-value namespace.
+    pub kv: crate::kv::Namespace,
+}
+
+/// The store data of one request.
+pub struct RequestState {
+    pub table: ResourceTable,
+    pub limits: StoreLimits,
+    wasi: WasiCtx,
+    env: Arc<ServiceEnv>,
+    digest: Arc<str>,
+    /// Write transactions this request holds open (at most one: a second
+    /// would wait behind the first forever).
+    open_writes: u32,
+}
+
+impl RequestState {
+    pub fn new(env: Arc<ServiceEnv>, digest: Arc<str>, limits: StoreLimits) -> Self {
+        RequestState {
+            table: ResourceTable::new(),
+            limits,
+            // No preopens, no environment, no network, no inherited stdio.
+            wasi: WasiCtx::builder().build(),
+            env,
+            digest,
+            open_writes: 0,
+        }
+    }
+}
+
+impl WasiView for RequestState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl types::Host for RequestState {}
+
+impl clock::Host for RequestState {
+    async fn now(&mut self) -> Result<types::Instant> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        Ok(types::Instant {
+            seconds: now.as_secs(),
+            nanoseconds: now.subsec_nanos(),
+        })
+    }
+}
+
+impl ids::Host for RequestState {
+    async fn random_bytes(&mut self, n: u8) -> Result<Vec<u8>> {
+        let mut bytes = vec![0u8; usize::from(n.min(64))];
+        blobstore::getrandom(&mut bytes);
+        Ok(bytes)
+    }
+}
+
+impl log::Host for RequestState {
+    async fn emit(&mut self, level: log::Level, message: String) -> Result<()> {
+        let service = self.env.service;
+        match level {
+            log::Level::Trace => tracing::trace!(target: "component", service, "{message}"),
+            log::Level::Debug => tracing::debug!(target: "component", service, "{message}"),
+            log::Level::Info => tracing::info!(target: "component", service, "{message}"),
+            log::Level::Warn => tracing::warn!(target: "component", service, "{message}"),
+            log::Level::Error => tracing::error!(target: "component", service, "{message}"),
+        }
+        Ok(())
+    }
+}
+
+impl runtime::Host for RequestState {
+    async fn build(&mut self) -> Result<runtime::BuildInfo> {
+        Ok(runtime::BuildInfo {
+            revision: env!("LAB_BUILD_REVISION").to_string(),
+            dirty: env!("LAB_BUILD_DIRTY") == "true",
+            toolchain: env!("LAB_BUILD_TOOLCHAIN").to_string(),
+        })
+    }
+
+    async fn component_digest(&mut self) -> Result<String> {
+        Ok(self.digest.to_string())
+    }
+
+    async fn blob_cap(&mut self) -> Result<u64> {
+        Ok(self.env.blob_cap)
+    }
+}

@@ -1,0 +1,105 @@
+//! Host behaviour no service exposes, through the probe component standing in
+//! for the bytes service: traps, the key-value store, its durability.
+
+#[path = "support/mod.rs"]
+mod support;
+
+use support::Labd;
+
+fn start_probe(name: &str) -> Labd {
+    let probe = support::built_component("probe");
+    Labd::start(name, &["--bytes-component", probe.to_str().unwrap()])
+}
+
+#[test]
+fn a_trap_is_a_500_and_the_host_keeps_serving() {
+    let labd = start_probe("trap");
+    let client = labd.bytes();
+    for _ in 0..3 {
+        let response = client.get("/trap");
+        response.assert_error(500, "internal");
+        assert_eq!(response.header("lab-service"), Some("bytes"));
+        assert_eq!(client.get("/ok").status, 200);
+    }
+    let metrics = String::from_utf8(labd.bytes_management().get("/metrics").body).unwrap();
+    assert!(
+        metrics.contains("operation=\"none\",status=\"500\"} 3"),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn committed_writes_survive_kill_9() {
+    let labd = start_probe("kv-kill");
+    let client = labd.bytes();
+    for i in 0..20 {
+        let response = client.post(&format!("/kv/put?key=k{i}&value=v{i}"), None, b"");
+        assert_eq!(response.status, 200);
+    }
+    let labd = labd.kill_and_restart();
+    let client = labd.bytes();
+    for i in 0..20 {
+        let response = client.get(&format!("/kv/get?key=k{i}"));
+        assert_eq!(response.status, 200, "k{i}");
+        assert_eq!(response.body, format!("v{i}").as_bytes());
+    }
+    assert_eq!(client.get("/kv/get?key=never").status, 404);
+}
+
+#[test]
+fn concurrent_read_modify_writes_lose_nothing_and_share_commits() {
+    let labd = start_probe("kv-group");
+    let client = labd.bytes();
+    let answers: Vec<u64> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..32)
+            .map(|_| {
+                scope.spawn(|| {
+                    (0..8)
+                        .map(|_| {
+                            let response = client.post("/kv/increment", None, b"");
+                            assert_eq!(response.status, 200);
+                            String::from_utf8(response.body)
+                                .unwrap()
+                                .parse::<u64>()
+                                .unwrap()
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap())
+            .collect()
+    });
+    // Every increment saw a distinct predecessor: 1..=256, each once.
+    let mut sorted = answers.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, (1..=256).collect::<Vec<u64>>());
+    assert_eq!(client.get("/kv/get?key=counter").body, b"256");
+
+    let metrics = String::from_utf8(labd.bytes_management().get("/metrics").body).unwrap();
+    let counter = |name: &str| -> u64 {
+        let line = metrics.lines().find(|l| l.starts_with(name)).unwrap();
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    assert_eq!(counter("lab_kv_transactions_total"), 256);
+    let commits = counter("lab_kv_commits_total");
+    assert!(
+        commits < 256,
+        "no two of 32 concurrent transactions shared a commit"
+    );
+    eprintln!("256 transactions in {commits} commits");
+}
+
+#[test]
+fn a_request_holds_one_write_transaction_at_a_time() {
+    let labd = start_probe("kv-two");
+    let response = labd.bytes().post("/kv/two-writers", None, b"");
+    assert_eq!(response.status, 409);
+    // The first transaction was dropped with the instance; the store is free.
+    assert_eq!(
+        labd.bytes().post("/kv/put?key=a&value=b", None, b"").status,
+        200
+    );
+}
