@@ -792,3 +792,84 @@ fn sigterm_finishes_requests_in_flight() {
     let status = labd.child.wait().unwrap();
     assert!(status.success(), "{status}");
 }
+
+/// Peak resident memory of a process, from /proc.
+fn peak_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[test]
+fn large_blobs_stream_through_without_buffering() {
+    use sha2::Digest;
+    use std::io::{BufRead, BufReader, Read};
+    const SIZE: u64 = 512 << 20;
+    let labd = Labd::start("large", &[]);
+    let client = labd.bytes();
+    client.put(b"warm up");
+    let pid = labd.child.id();
+    let before = peak_rss_kib(pid);
+
+    let mut stream = client.connect();
+    let head = format!("POST /v1/blobs HTTP/1.1\r\nhost: t\r\ncontent-length: {SIZE}\r\n\r\n");
+    stream.write_all(head.as_bytes()).unwrap();
+    let mut hasher = sha2::Sha256::new();
+    let mut sent = 0;
+    let mut seed = 100;
+    while sent < SIZE {
+        let chunk = pseudo_random((1 << 20).min((SIZE - sent) as usize), seed);
+        seed += 1;
+        hasher.update(&chunk);
+        stream.write_all(&chunk).unwrap();
+        sent += chunk.len() as u64;
+    }
+    let name = format!("sha256:{}", hex::encode(hasher.finalize()));
+    let response = read_response(&mut stream);
+    assert_eq!(response.status, 200);
+    assert_eq!(response.json()["name"], name);
+
+    // Read it back without holding it: hash as it arrives.
+    let mut stream = client.connect();
+    write!(
+        stream,
+        "GET /v1/blobs/{name} HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut length = None;
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        if line.trim_end().is_empty() {
+            break;
+        }
+        if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            length = Some(value.trim().parse::<u64>().unwrap());
+        }
+    }
+    assert_eq!(length, Some(SIZE));
+    let mut hasher = sha2::Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut received = 0;
+    loop {
+        let n = reader.read(&mut buf).unwrap();
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+        received += n as u64;
+    }
+    assert_eq!(received, SIZE);
+    assert_eq!(format!("sha256:{}", hex::encode(hasher.finalize())), name);
+
+    let growth_mib = (peak_rss_kib(pid) - before) / 1024;
+    eprintln!(
+        "labd peak RSS grew {growth_mib} MiB for a {} MiB put and get",
+        SIZE >> 20
+    );
+    assert!(
+        growth_mib < 48,
+        "labd peak RSS grew {growth_mib} MiB: bodies are being buffered"
+    );
+}

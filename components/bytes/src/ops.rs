@@ -13,6 +13,10 @@ use serde_json::{json, Map, Value};
 const READ_CHUNK: u32 = 64 * 1024;
 /// A batch record header is at most 20 digits and a line feed.
 const MAX_RECORD_HEADER: u32 = 21;
+/// After refusing a body as too large, up to this much more of it is read
+/// and discarded, so a client still sending can read the refusal instead of
+/// losing it to a reset connection.
+const DRAIN_AFTER_REFUSAL: u64 = 8 << 20;
 
 /// get, get range, get stream: `GET /v1/blobs/{name}?offset&length`.
 pub fn get(request: &Request, _body: &IncomingBody) -> Response {
@@ -95,7 +99,7 @@ pub fn put(request: &Request, body: &IncomingBody) -> Response {
             &json!({ "name": names::format(&info.digest), "size": info.size }),
             Some(OP),
         ),
-        Err(e) => put_refusal(&e, OP),
+        Err(e) => put_refusal(body, &e, OP),
     }
 }
 
@@ -185,15 +189,18 @@ pub fn put_many(request: &Request, body: &IncomingBody) -> Response {
     REPLY.json(200, &json!({ "results": results }), Some(OP))
 }
 
-fn put_refusal(error: &PutError, op: &str) -> Response {
+fn put_refusal(body: &IncomingBody, error: &PutError, op: &str) -> Response {
     match error {
-        PutError::TooLarge => REPLY.error(
-            413,
-            "too_large",
-            &too_large_message(runtime::blob_cap()),
-            None,
-            Some(op),
-        ),
+        PutError::TooLarge => {
+            let _ = body.skip(DRAIN_AFTER_REFUSAL);
+            REPLY.error(
+                413,
+                "too_large",
+                &too_large_message(runtime::blob_cap()),
+                None,
+                Some(op),
+            )
+        }
         PutError::Body(e) => aborted(e, op),
         PutError::Storage(e) => internal(e, op),
     }
@@ -274,6 +281,7 @@ fn read_json_body(body: &IncomingBody, op: &str) -> Result<Vec<u8>, Response> {
         )
     };
     if body.declared_length().is_some_and(|n| n > MAX_JSON_BODY) {
+        let _ = body.skip(DRAIN_AFTER_REFUSAL);
         return Err(too_large());
     }
     let mut bytes = Vec::new();
@@ -284,6 +292,7 @@ fn read_json_body(body: &IncomingBody, op: &str) -> Result<Vec<u8>, Response> {
         }
         bytes.extend_from_slice(&chunk);
         if bytes.len() as u64 > MAX_JSON_BODY {
+            let _ = body.skip(DRAIN_AFTER_REFUSAL);
             return Err(too_large());
         }
     }
