@@ -79,7 +79,6 @@ async fn run(settings: Settings) -> Result<()> {
     };
     let bytes = Arc::new(
         Service::start(
-            "bytes",
             Arc::new(ServiceEnv {
                 service: "bytes",
                 blobs,

@@ -53,11 +53,9 @@ pub struct Instance {
 }
 
 impl Service {
-    /// Loads the component from `source` and asks it who it is; fails before
-    /// any listener is bound when the component is unusable.
-    #[allow(clippy::too_many_arguments)]
+    /// Loads the component from `source`, asks it who it is and lets it
+    /// prepare; fails before any listener is bound when it is unusable.
     pub async fn start(
-        name: &'static str,
         env: Arc<ServiceEnv>,
         metrics: Arc<Metrics>,
         engine: Engine,
@@ -69,17 +67,14 @@ impl Service {
         let wasm = read_source(&source)?;
         let prepared = engine::prepare(&engine, &linker, &wasm, cache.as_deref())?;
         let digest: Arc<str> = prepared.digest.into();
-        let identity = identity_of(&engine, &env, &prepared.pre, &digest).await?;
-        if identity.service != name {
-            wasmtime::bail!("the component serves `{}`, not `{name}`", identity.service);
-        }
+        let identity = identify_and_prepare(&engine, &env, &prepared.pre, &digest).await?;
         let loaded = Loaded {
             pre: prepared.pre,
             digest,
             identity,
         };
         Ok(Service {
-            name,
+            name: env.service,
             env,
             metrics,
             engine,
@@ -115,14 +110,8 @@ impl Service {
         })
         .await??;
         let digest: Arc<str> = prepared.digest.into();
-        let identity = identity_of(&self.engine, &self.env, &prepared.pre, &digest).await?;
-        if identity.service != self.name {
-            wasmtime::bail!(
-                "the component serves `{}`, not `{}`",
-                identity.service,
-                self.name
-            );
-        }
+        let identity =
+            identify_and_prepare(&self.engine, &self.env, &prepared.pre, &digest).await?;
         self.install(Loaded {
             pre: prepared.pre,
             digest: Arc::clone(&digest),
@@ -159,7 +148,9 @@ fn new_store(engine: &Engine, env: &Arc<ServiceEnv>, digest: Arc<str>) -> Store<
     store
 }
 
-async fn identity_of(
+/// Asks a freshly loaded component who it is, then lets it prepare its
+/// durable state.
+async fn identify_and_prepare(
     engine: &Engine,
     env: &Arc<ServiceEnv>,
     pre: &ServicePre<RequestState>,
@@ -167,11 +158,24 @@ async fn identity_of(
 ) -> Result<ServiceIdentity> {
     let mut store = new_store(engine, env, Arc::clone(digest));
     let instance = pre.instantiate_async(&mut store).await?;
-    instance
-        .lab_platform_handler()
+    let handler = instance.lab_platform_handler();
+    let identity = handler
         .call_identity(&mut store)
         .await
-        .context("the component's `identity` failed")
+        .context("the component's `identity` failed")?;
+    if identity.service != env.service {
+        wasmtime::bail!(
+            "the component serves `{}`, not `{}`",
+            identity.service,
+            env.service
+        );
+    }
+    handler
+        .call_prepare(&mut store)
+        .await
+        .context("the component's `prepare` trapped")?
+        .map_err(|e| wasmtime::format_err!("the component could not prepare: {e}"))?;
+    Ok(identity)
 }
 
 fn read_source(source: &ComponentSource) -> Result<Vec<u8>> {

@@ -34,6 +34,10 @@ impl Guest for Bytes {
         REPLY.identity()
     }
 
+    fn prepare() -> Result<(), String> {
+        Ok(())
+    }
+
     fn handle(request: Request, body: &IncomingBody) -> Response {
         route(&request, body)
     }

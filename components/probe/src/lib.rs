@@ -31,6 +31,10 @@ impl Guest for Probe {
         REPLY.identity()
     }
 
+    fn prepare() -> Result<(), String> {
+        Ok(())
+    }
+
     fn handle(request: Request, _body: &IncomingBody) -> Response {
         let params =
             lab_kit::query::parse(request.query.as_deref(), &["key", "value"]).unwrap_or_default();
