@@ -11,6 +11,7 @@ use std::process::Command;
 /// under; none for components only tests load from disk)
 const COMPONENTS: &[(&str, &str, Option<&str>)] = &[
     ("lab-bytes", "lab_bytes", Some("bytes")),
+    ("lab-journal", "lab_journal", Some("journal")),
     ("lab-probe", "lab_probe", None),
 ];
 

@@ -11,8 +11,9 @@ use std::net::SocketAddr;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-/// Read buffer per connection; a response head must fit in it.
-const READ_BUFFER: usize = 64 << 10;
+/// Read buffer per connection: a response head must fit in it, and large
+/// bodies are read through it in reads of up to this size.
+const READ_BUFFER: usize = 256 << 10;
 /// Request bodies go to the socket in slices of this size.
 const WRITE_SLICE: usize = 1 << 20;
 /// Bodies up to this size are sent in the same write as the head.

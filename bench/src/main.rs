@@ -28,7 +28,8 @@ struct Args {
     #[arg(long)]
     labd: PathBuf,
 
-    /// Seconds each small-get run lasts (per concurrency and per server).
+    /// Measured seconds of small gets per concurrency and per server,
+    /// split into alternating rounds.
     #[arg(long, default_value_t = 3.0)]
     seconds: f64,
 }
@@ -64,12 +65,18 @@ fn main() -> Result<()> {
         .enable_all()
         .build()
         .context("start the client runtime")?;
-    let rows = runtime.block_on(measure::run(
+    // On a worker, not on this thread: a future that `block_on` drives
+    // directly is woken across threads on every read, which would slow the
+    // client's request loops.
+    let measuring = runtime.spawn(measure::run(
         labd.operations,
-        scratch.path(),
+        scratch.path().to_path_buf(),
         threads,
         rps_time,
-    ))?;
+    ));
+    let rows = runtime
+        .block_on(measuring)
+        .context("the measurements panicked")??;
     drop(runtime);
     drop(labd);
     drop(scratch);

@@ -4,10 +4,16 @@
 //! - put MB/s against hashing and writing the same bytes durably (SHA-256,
 //!   write, fsync, rename, fsync of the directory) in the same filesystem,
 //!   with `sha256sum` and `cp` of a file of those bytes for reference;
-//! - get MB/s and small-get requests/s against a plain hyper server that
-//!   answers the same bytes with the same headers from memory.
+//! - get MB/s and small-get (4 KiB) requests/s and latency against a plain
+//!   hyper server ("native") that answers the same bytes with the same
+//!   headers from memory.
 //!
-//! Every loop is bounded both in count and in time.
+//! Puts and MB/s gets run over one keep-alive connection, one request after
+//! another.
+//!
+//! Every loop is bounded both in count and in time. A figure and its
+//! baseline are taken in alternating rounds, so that a change in the
+//! machine's background load during the run falls on both.
 
 use crate::client::{self, Conn};
 use crate::native::{Native, Routes};
@@ -19,7 +25,7 @@ use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -30,8 +36,12 @@ const PUT_TARGET: f64 = 0.70;
 const ADDED_LATENCY_TARGET_US: f64 = 20.0;
 /// Concurrent keep-alive clients of the small-get runs.
 const CONCURRENCY: [usize; 3] = [1, 16, 64];
-/// Unmeasured time before each small-get run.
-const WARMUP: Duration = Duration::from_millis(500);
+/// Alternating rounds of figure and baseline per throughput measurement.
+const ROUNDS: u32 = 2;
+/// Alternating rounds of figure and baseline per small-get measurement.
+const LOAD_ROUNDS: u32 = 3;
+/// Unmeasured time before each small-get round.
+const WARMUP: Duration = Duration::from_millis(300);
 /// Upper bound of requests per connection in a small-get run.
 const MAX_REQUESTS_PER_CONN: u64 = 10_000_000;
 /// The baseline writes in slices of this size.
@@ -50,6 +60,14 @@ impl Bound {
         Bound {
             count,
             time: Duration::from_secs(seconds),
+        }
+    }
+
+    /// One of `rounds` equal shares of this bound.
+    fn share(&self, rounds: u32) -> Bound {
+        Bound {
+            count: self.count.div_ceil(u64::from(rounds)),
+            time: self.time / rounds,
         }
     }
 
@@ -115,7 +133,7 @@ impl Row {
 }
 
 /// Bytes moved over time.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Default)]
 struct Rate {
     count: u64,
     bytes: u64,
@@ -123,6 +141,12 @@ struct Rate {
 }
 
 impl Rate {
+    fn add(&mut self, other: Rate) {
+        self.count += other.count;
+        self.bytes += other.bytes;
+        self.elapsed += other.elapsed;
+    }
+
     fn mb_per_s(&self) -> f64 {
         self.bytes as f64 / self.elapsed.as_secs_f64().max(1e-9) / 1e6
     }
@@ -140,7 +164,7 @@ struct Stored {
 /// count, `rps_time` the length of each small-get run.
 pub async fn run(
     labd: SocketAddr,
-    scratch: &Path,
+    scratch: PathBuf,
     threads: usize,
     rps_time: Duration,
 ) -> Result<Vec<Row>> {
@@ -152,16 +176,23 @@ pub async fn run(
         progress(&format!("put {}", spec.label));
         let mut data = vec![0u8; spec.size];
         rng.fill(&mut data);
-        let baseline = tokio::task::block_in_place(|| {
-            hash_and_write(&scratch.join("baseline"), &mut data, &mut rng, spec.puts)
-        })?;
-        let (put, name) = puts(labd, &mut data, &mut rng, spec.puts).await?;
+        let (mut baseline, mut put, mut name) = (Rate::default(), Rate::default(), String::new());
+        // The last put of the last round leaves `data` holding blob `name`.
+        for _ in 0..ROUNDS {
+            let bound = spec.puts.share(ROUNDS);
+            baseline.add(tokio::task::block_in_place(|| {
+                hash_and_write(&scratch.join("baseline"), &mut data, &mut rng, bound)
+            })?);
+            let (rate, last) = puts(labd, &mut data, &mut rng, bound).await?;
+            put.add(rate);
+            name = last;
+        }
         let ratio = put.mb_per_s() / baseline.mb_per_s();
         rows.push(Row::new(
-            format!("put {} MB/s (1 conn, n={})", spec.label, put.count),
+            format!("put {} MB/s (n={})", spec.label, put.count),
             format!("{:.1}", put.mb_per_s()),
             format!(
-                "{:.1} hash+write+fsync+rename (n={})",
+                "{:.1} hash+write+fsync (n={})",
                 baseline.mb_per_s(),
                 baseline.count
             ),
@@ -209,12 +240,16 @@ pub async fn run(
 
     for (blob, spec) in stored.iter().zip(&SPECS) {
         progress(&format!("get {}", blob.label));
-        let component = gets(labd, blob, spec.gets).await?;
-        let plain = gets(native.addr, blob, spec.gets).await?;
+        let (mut component, mut plain) = (Rate::default(), Rate::default());
+        for _ in 0..ROUNDS {
+            let bound = spec.gets.share(ROUNDS);
+            component.add(gets(labd, blob, bound).await?);
+            plain.add(gets(native.addr, blob, bound).await?);
+        }
         rows.push(Row::new(
-            format!("get {} MB/s (1 conn, n={})", blob.label, component.count),
+            format!("get {} MB/s (n={})", blob.label, component.count),
             format!("{:.1}", component.mb_per_s()),
-            format!("{:.1} native hyper (n={})", plain.mb_per_s(), plain.count),
+            format!("{:.1} native (n={})", plain.mb_per_s(), plain.count),
             percent(component.mb_per_s() / plain.mb_per_s()),
             "-".into(),
         ));
@@ -223,35 +258,41 @@ pub async fn run(
     let small = &stored[0];
     for concurrency in CONCURRENCY {
         progress(&format!("small get, {concurrency} clients"));
-        let component = load(labd, small, concurrency, rps_time).await?;
-        let plain = load(native.addr, small, concurrency, rps_time).await?;
+        let (mut component, mut plain) = (Load::default(), Load::default());
+        for _ in 0..LOAD_ROUNDS {
+            let time = rps_time / LOAD_ROUNDS;
+            component.add(&load(labd, small, concurrency, time).await?, LOAD_ROUNDS);
+            plain.add(
+                &load(native.addr, small, concurrency, time).await?,
+                LOAD_ROUNDS,
+            );
+        }
         rows.push(Row::new(
-            format!("get {} req/s, c={concurrency}", small.label),
+            format!("small get req/s, c={concurrency}"),
             format!("{:.0}", component.per_second),
-            format!("{:.0} native hyper", plain.per_second),
+            format!("{:.0} native", plain.per_second),
             percent(component.per_second / plain.per_second),
             "-".into(),
         ));
         let (mean, native_mean) = (component.mean_us(), plain.mean_us());
         rows.push(Row::new(
-            format!("get {} mean latency, c={concurrency}", small.label),
+            format!("small get mean latency, c={concurrency}"),
             format!("{mean:.1} µs"),
-            format!("{native_mean:.1} µs native hyper"),
+            format!("{native_mean:.1} µs native"),
             format!("{:+.1} µs", mean - native_mean),
             "-".into(),
         ));
         if concurrency == 1 {
-            let added = (1.0 / component.per_second - 1.0 / plain.per_second) * 1e6;
+            let per_request = 1e6 / component.per_second;
+            let native_per_request = 1e6 / plain.per_second;
+            let added = per_request - native_per_request;
             rows.push(Row::new(
-                format!(
-                    "get {} added per request (1/rps - 1/rps native), c=1",
-                    small.label
-                ),
-                format!("{added:.1} µs"),
-                "0 µs native hyper".into(),
-                "-".into(),
+                "small get µs per request (1/rps), c=1".into(),
+                format!("{per_request:.1} µs"),
+                format!("{native_per_request:.1} µs native"),
+                format!("{added:+.1} µs"),
                 verdict(
-                    &format!("<= {ADDED_LATENCY_TARGET_US:.0} µs"),
+                    &format!("<= {ADDED_LATENCY_TARGET_US:.0} µs added"),
                     added <= ADDED_LATENCY_TARGET_US,
                 ),
             ));
@@ -386,12 +427,12 @@ fn tool_rows(dir: &Path, spec: &Spec, data: &[u8]) -> Result<Vec<Row>> {
     fs::write(&source, data)?;
     let mut rows = Vec::new();
     let tools: [(&str, &str, Command); 2] = [
-        ("sha256sum", "hash a file, incl. process start", {
+        ("sha256sum", "with exec", {
             let mut command = Command::new("sha256sum");
             command.arg(&source);
             command
         }),
-        ("cp", "page cache, no fsync, incl. process start", {
+        ("cp", "no fsync, with exec", {
             let mut command = Command::new("cp");
             command.arg(&source).arg(&copy);
             command
@@ -403,7 +444,7 @@ fn tool_rows(dir: &Path, spec: &Spec, data: &[u8]) -> Result<Vec<Row>> {
             Err(e) => format!("unavailable: {e}"),
         };
         rows.push(Row::new(
-            format!("  reference: {tool} {} MB/s ({note})", spec.label),
+            format!("  ref: {tool} {} MB/s ({note})", spec.label),
             figure,
             "-".into(),
             "-".into(),
@@ -490,6 +531,7 @@ async fn gets(addr: SocketAddr, blob: &Stored, bound: Bound) -> Result<Rate> {
 }
 
 /// The outcome of a small-get run.
+#[derive(Default)]
 struct Load {
     per_second: f64,
     requests: u64,
@@ -497,6 +539,13 @@ struct Load {
 }
 
 impl Load {
+    /// Adds one of `rounds` equally long rounds.
+    fn add(&mut self, round: &Load, rounds: u32) {
+        self.per_second += round.per_second / f64::from(rounds);
+        self.requests += round.requests;
+        self.latency += round.latency;
+    }
+
     fn mean_us(&self) -> f64 {
         self.latency.as_secs_f64() * 1e6 / self.requests.max(1) as f64
     }
@@ -511,8 +560,8 @@ struct Tally {
     window: Option<(Instant, Instant)>,
 }
 
-/// `concurrency` keep-alive connections, each getting `blob` back to back:
-/// unmeasured for `WARMUP`, then measured for `time`.
+/// `concurrency` new keep-alive connections, each getting `blob` back to
+/// back: unmeasured for `WARMUP`, then measured for `time`.
 async fn load(addr: SocketAddr, blob: &Stored, concurrency: usize, time: Duration) -> Result<Load> {
     let head: Arc<[u8]> = client::get_head(addr, &blob.path).into();
     let size = blob.bytes.len() as u64;
@@ -526,11 +575,7 @@ async fn load(addr: SocketAddr, blob: &Stored, concurrency: usize, time: Duratio
         .into_iter()
         .map(|conn| tokio::spawn(client_loop(conn, Arc::clone(&head), size, begin, end)))
         .collect();
-    let mut load = Load {
-        per_second: 0.0,
-        requests: 0,
-        latency: Duration::ZERO,
-    };
+    let mut load = Load::default();
     for task in tasks {
         let tally = task.await??;
         if let Some((first, last)) = tally.window {

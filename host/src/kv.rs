@@ -83,6 +83,7 @@ enum Op {
     Get(Vec<u8>, Reply<Option<Vec<u8>>>),
     Scan(Vec<u8>, Range, Reply<Entries>),
     Put(Vec<u8>, Vec<u8>, Reply<()>),
+    PutAll(Vec<(Vec<u8>, Vec<u8>)>, Reply<()>),
     Delete(Vec<u8>, Reply<bool>),
     Commit(Reply<()>),
 }
@@ -315,6 +316,15 @@ impl WriteTxn {
         self.call(|r| Op::Put(key, value, r)).await
     }
 
+    /// `(table, key, value)` writes in order, in one exchange with the writer.
+    pub async fn put_all(&self, writes: Vec<(String, Vec<u8>, Vec<u8>)>) -> Result<(), KvError> {
+        let writes = writes
+            .into_iter()
+            .map(|(table, key, value)| Ok((table_key(&table, &key)?, value)))
+            .collect::<Result<Vec<_>, KvError>>()?;
+        self.call(|r| Op::PutAll(writes, r)).await
+    }
+
     pub async fn delete(&self, table: &str, key: &[u8]) -> Result<bool, KvError> {
         let key = table_key(table, key)?;
         self.call(|r| Op::Delete(key, r)).await
@@ -393,6 +403,7 @@ fn answer(op: Op, error: &KvError) {
         Op::Get(_, r) => drop(r.send(Err(error.clone()))),
         Op::Scan(_, _, r) => drop(r.send(Err(error.clone()))),
         Op::Put(_, _, r) => drop(r.send(Err(error.clone()))),
+        Op::PutAll(_, r) => drop(r.send(Err(error.clone()))),
         Op::Delete(_, r) => drop(r.send(Err(error.clone()))),
         Op::Commit(r) => drop(r.send(Err(error.clone()))),
     }
@@ -422,6 +433,13 @@ fn serve(env: &Env<WithoutTls>, group: &mut RwTxn<'_>, job: Job) -> Option<Reply
             }
             Op::Put(key, value, reply) => {
                 drop(reply.send(db.put(&mut txn, &key, &value).map_err(storage)))
+            }
+            Op::PutAll(writes, reply) => {
+                let outcome = writes
+                    .iter()
+                    .try_for_each(|(key, value)| db.put(&mut txn, key, value))
+                    .map_err(storage);
+                drop(reply.send(outcome));
             }
             Op::Delete(key, reply) => drop(reply.send(db.delete(&mut txn, &key).map_err(storage))),
             Op::Commit(reply) => {

@@ -50,6 +50,15 @@ fn main() -> Result<()> {
     runtime.block_on(run(settings))
 }
 
+/// One service to host: its component and listeners.
+struct Plan {
+    name: &'static str,
+    embedded: &'static [u8],
+    component: Option<std::path::PathBuf>,
+    listen: std::net::SocketAddr,
+    management: std::net::SocketAddr,
+}
+
 async fn run(settings: Settings) -> Result<()> {
     std::fs::create_dir_all(&settings.data_dir)
         .with_context(|| format!("create the data directory {}", settings.data_dir.display()))?;
@@ -61,52 +70,83 @@ async fn run(settings: Settings) -> Result<()> {
     );
     let engine = engine::engine(settings.max_concurrent_requests)?;
     let linker = engine::linker(&engine)?;
-
     let blobs = Arc::new(
         blobstore::BlobStore::open(&settings.data_dir.join("blobs"))
             .context("open the blob store")?,
     );
-    let (_kv, mut namespaces) = kv::KvStore::open(
+    let plans = [
+        Plan {
+            name: "bytes",
+            embedded: components::BYTES,
+            component: settings.bytes_component.clone(),
+            listen: settings.bytes_listen,
+            management: settings.bytes_management_listen,
+        },
+        Plan {
+            name: "journal",
+            embedded: components::JOURNAL,
+            component: settings.journal_component.clone(),
+            listen: settings.journal_listen,
+            management: settings.journal_management_listen,
+        },
+    ];
+    let names: Vec<&str> = plans.iter().map(|p| p.name).collect();
+    let (_kv, namespaces) = kv::KvStore::open(
         &settings.data_dir.join("lmdb"),
         settings.lmdb_map_size,
-        &["bytes"],
+        &names,
     )
     .map_err(|e| anyhow::anyhow!("open the key-value store: {e}"))?;
-    let bytes_kv = namespaces.remove(0);
-    let bytes_source = match &settings.bytes_component {
-        Some(path) => ComponentSource::File(path.clone()),
-        None => ComponentSource::Embedded(components::BYTES),
-    };
-    let bytes = Arc::new(
-        Service::start(
-            Arc::new(ServiceEnv {
-                service: "bytes",
-                blobs,
-                blob_cap: settings.blob_cap,
-                kv: bytes_kv,
-            }),
-            Arc::new(metrics::Metrics::new("bytes")),
+
+    let mut services = Vec::new();
+    for (plan, namespace) in plans.iter().zip(namespaces) {
+        let source = match &plan.component {
+            Some(path) => ComponentSource::File(path.clone()),
+            None => ComponentSource::Embedded(plan.embedded),
+        };
+        let env = Arc::new(ServiceEnv {
+            service: plan.name,
+            blobs: Arc::clone(&blobs),
+            blob_cap: settings.blob_cap,
+            kv: namespace,
+        });
+        let service = Service::start(
+            env,
+            Arc::new(metrics::Metrics::new(plan.name)),
             engine.clone(),
             linker.clone(),
-            bytes_source,
+            source,
             cache.clone(),
             settings.max_concurrent_requests,
         )
         .await
         .map_err(anyhow::Error::from)
-        .context("load the bytes component")?,
-    );
+        .with_context(|| format!("load the {} component", plan.name))?;
+        services.push(Arc::new(service));
+    }
 
     // Everything that can fail has; now bind.
-    let operations = bind(settings.bytes_listen).await?;
-    let management_listener = bind(settings.bytes_management_listen).await?;
-    let ready = serde_json::json!({
-        "bytes": {
-            "operations": operations.local_addr()?.to_string(),
-            "management": management_listener.local_addr()?.to_string(),
-        }
-    });
-    tracing::info!(%ready, digest = &*bytes.loaded().digest, "listening");
+    let mut ready = serde_json::Map::new();
+    let mut listeners = Vec::new();
+    for (plan, service) in plans.iter().zip(&services) {
+        let operations = bind(plan.listen).await?;
+        let management = bind(plan.management).await?;
+        ready.insert(
+            plan.name.to_string(),
+            serde_json::json!({
+                "operations": operations.local_addr()?.to_string(),
+                "management": management.local_addr()?.to_string(),
+            }),
+        );
+        tracing::info!(
+            service = plan.name,
+            digest = &*service.loaded().digest,
+            "loaded"
+        );
+        listeners.push((Arc::clone(service), operations, management));
+    }
+    let ready = serde_json::Value::Object(ready);
+    tracing::info!(%ready, "listening");
     if let Some(path) = &settings.ready_file {
         let staging = path.with_extension("tmp");
         std::fs::write(&staging, ready.to_string())?;
@@ -115,25 +155,29 @@ async fn run(settings: Settings) -> Result<()> {
 
     let (stop, stopped) = watch::channel(false);
     let grace = Duration::from_secs(settings.shutdown_grace);
-    let service = Arc::clone(&bytes);
-    let ops = tokio::spawn(server::serve(
-        operations,
-        move |request| dispatch::serve(Arc::clone(&service), request),
-        stopped.clone(),
-        grace,
-    ));
-    let service = Arc::clone(&bytes);
-    let mgmt = tokio::spawn(server::serve(
-        management_listener,
-        move |request| management::serve(Arc::clone(&service), request),
-        stopped,
-        grace,
-    ));
+    let mut servers = Vec::new();
+    for (service, operations, management_listener) in listeners {
+        let operations_service = Arc::clone(&service);
+        servers.push(tokio::spawn(server::serve(
+            operations,
+            move |request| dispatch::serve(Arc::clone(&operations_service), request),
+            stopped.clone(),
+            grace,
+        )));
+        servers.push(tokio::spawn(server::serve(
+            management_listener,
+            move |request| management::serve(Arc::clone(&service), request),
+            stopped.clone(),
+            grace,
+        )));
+    }
 
     shutdown_signal().await;
     tracing::info!("shutting down: finishing requests in flight");
     let _ = stop.send(true);
-    let _ = tokio::join!(ops, mgmt);
+    for server in servers {
+        let _ = server.await;
+    }
     tracing::info!("stopped");
     Ok(())
 }

@@ -4,8 +4,8 @@ use clap::Parser;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-/// labd: serves the bytes service (and, as they land, the journal and
-/// coordination services) from WebAssembly components.
+/// labd: serves the bytes and journal services (and, as it lands, the
+/// coordination service) from WebAssembly components.
 #[derive(Debug, Clone, Parser)]
 #[command(name = "labd", version)]
 pub struct Settings {
@@ -35,6 +35,23 @@ pub struct Settings {
     #[arg(long, env = "LAB_BYTES_COMPONENT")]
     pub bytes_component: Option<PathBuf>,
 
+    /// Operations listener of the journal service.
+    #[arg(long, env = "LAB_JOURNAL_LISTEN", default_value = "127.0.0.1:8092")]
+    pub journal_listen: SocketAddr,
+
+    /// Management listener of the journal service.
+    #[arg(
+        long,
+        env = "LAB_JOURNAL_MANAGEMENT_LISTEN",
+        default_value = "127.0.0.1:8093"
+    )]
+    pub journal_management_listen: SocketAddr,
+
+    /// A journal component to run instead of the built-in one; the
+    /// management listener's `POST /reload` reads it again.
+    #[arg(long, env = "LAB_JOURNAL_COMPONENT")]
+    pub journal_component: Option<PathBuf>,
+
     /// Largest blob the bytes service accepts, in bytes.
     #[arg(long, env = "LAB_BLOB_CAP", default_value_t = 1 << 30)]
     pub blob_cap: u64,
@@ -58,8 +75,8 @@ pub struct Settings {
     pub log: String,
 
     /// Once every listener is bound, write their addresses here as JSON
-    /// (`{"bytes": {"operations": "…", "management": "…"}}`); useful with
-    /// port 0.
+    /// (`{"bytes": {"operations": "…", "management": "…"}, "journal": …}`);
+    /// useful with port 0.
     #[arg(long, env = "LAB_READY_FILE")]
     pub ready_file: Option<PathBuf>,
 }

@@ -18,6 +18,8 @@ pub struct Labd {
     pub data_dir: PathBuf,
     pub bytes: SocketAddr,
     pub bytes_management: SocketAddr,
+    pub journal: SocketAddr,
+    pub journal_management: SocketAddr,
     args: Vec<String>,
 }
 
@@ -63,6 +65,10 @@ impl Labd {
                 "127.0.0.1:0",
                 "--bytes-management-listen",
                 "127.0.0.1:0",
+                "--journal-listen",
+                "127.0.0.1:0",
+                "--journal-management-listen",
+                "127.0.0.1:0",
             ])
             .arg("--ready-file")
             .arg(&ready)
@@ -83,10 +89,12 @@ impl Labd {
             assert!(started.elapsed() < PROBE_LIMIT, "labd did not become ready");
             std::thread::sleep(Duration::from_millis(10));
         };
-        let address = |k: &str| addresses["bytes"][k].as_str().unwrap().parse().unwrap();
+        let address = |s: &str, k: &str| addresses[s][k].as_str().unwrap().parse().unwrap();
         Labd {
-            bytes: address("operations"),
-            bytes_management: address("management"),
+            bytes: address("bytes", "operations"),
+            bytes_management: address("bytes", "management"),
+            journal: address("journal", "operations"),
+            journal_management: address("journal", "management"),
             child,
             data_dir,
             args,
@@ -144,6 +152,20 @@ impl Labd {
     pub fn bytes_management(&self) -> Client {
         Client {
             address: self.bytes_management,
+        }
+    }
+
+    /// A client of the journal operations listener.
+    pub fn journal(&self) -> Client {
+        Client {
+            address: self.journal,
+        }
+    }
+
+    /// A client of the journal management listener.
+    pub fn journal_management(&self) -> Client {
+        Client {
+            address: self.journal_management,
         }
     }
 }
@@ -376,4 +398,81 @@ pub fn pseudo_random(len: usize, seed: u64) -> Vec<u8> {
             state as u8
         })
         .collect()
+}
+
+impl Client {
+    /// `POST` of a JSON body like `post_json`, but a transport failure (a
+    /// refused connection, a reset, a truncated or unnamed answer) is an
+    /// error instead of a panic: for clients racing a crash.
+    pub fn try_post_json(&self, target: &str, body: &str) -> std::io::Result<Response> {
+        let mut stream = TcpStream::connect(self.address)?;
+        stream.set_read_timeout(Some(PROBE_LIMIT))?;
+        stream.set_nodelay(true)?;
+        let head = format!(
+            "POST {target} HTTP/1.1\r\nhost: test\r\nconnection: close\r\n\
+             content-type: application/json\r\ncontent-length: {}\r\n\r\n",
+            body.len()
+        );
+        stream.write_all(head.as_bytes())?;
+        stream.write_all(body.as_bytes())?;
+        try_read_response(&mut stream)
+    }
+}
+
+/// `read_response` that reports a broken or foreign answer as an error.
+pub fn try_read_response(stream: &mut TcpStream) -> std::io::Result<Response> {
+    use std::io::{Error, ErrorKind};
+    let broken = |what: &str| Error::new(ErrorKind::InvalidData, what.to_string());
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    if reader.read_line(&mut line)? == 0 {
+        return Err(Error::from(ErrorKind::UnexpectedEof));
+    }
+    let status: u16 = line
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| broken("bad status line"))?;
+    let mut headers = Vec::new();
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line)? == 0 {
+            return Err(Error::from(ErrorKind::UnexpectedEof));
+        }
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        let (name, value) = line.split_once(':').ok_or_else(|| broken("bad header"))?;
+        headers.push((name.trim().to_ascii_lowercase(), value.trim().to_string()));
+    }
+    let find = |n: &str| headers.iter().find(|(h, _)| h == n).map(|(_, v)| v.clone());
+    let mut body = Vec::new();
+    if let Some(length) = find("content-length") {
+        body.resize(length.parse().map_err(|_| broken("bad length"))?, 0);
+        reader.read_exact(&mut body)?;
+    } else if find("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
+        loop {
+            let mut size_line = String::new();
+            reader.read_line(&mut size_line)?;
+            let size = usize::from_str_radix(size_line.trim(), 16)
+                .map_err(|_| broken("bad chunk size"))?;
+            let mut chunk = vec![0; size + 2];
+            reader.read_exact(&mut chunk)?;
+            if size == 0 {
+                break;
+            }
+            body.extend_from_slice(&chunk[..size]);
+        }
+    } else {
+        reader.read_to_end(&mut body)?;
+    }
+    if find("lab-service").is_none() {
+        return Err(broken("an answer without Lab-Service"));
+    }
+    Ok(Response {
+        status,
+        headers,
+        body,
+    })
 }

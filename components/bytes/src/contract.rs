@@ -1,34 +1,11 @@
 //! The contract files of `contracts/bytes/`, embedded at build.
 
+use lab_kit::contract::Contract;
+
 include!(concat!(env!("OUT_DIR"), "/contract_files.rs"));
 
-/// A served file by its listed name.
-pub fn file(name: &str) -> Option<&'static [u8]> {
-    FILES
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map(|(_, contents)| *contents)
-}
-
-/// The listed names, sorted.
-pub fn names() -> Vec<&'static str> {
-    FILES.iter().map(|(name, _)| *name).collect()
-}
-
-/// The media type a served file is answered with.
-pub fn media_type(name: &str) -> &'static str {
-    if name.ends_with(".md") {
-        "text/markdown"
-    } else {
-        "application/json"
-    }
-}
-
-/// `operations.json`: the operation and refusal tables `describe` reports.
-pub fn operations() -> serde_json::Value {
-    let bytes = file("operations.json").expect("operations.json is a contract file");
-    serde_json::from_slice(bytes).expect("operations.json is JSON")
-}
+/// The bytes service's contract.
+pub const CONTRACT: Contract = Contract { files: FILES };
 
 #[cfg(test)]
 mod tests {
@@ -37,17 +14,22 @@ mod tests {
     #[test]
     fn every_required_file_is_served() {
         for name in ["SURFACE.md", "HTTP.md", "operations.json", "openapi.json"] {
-            assert!(file(name).is_some(), "{name}");
+            assert!(CONTRACT.file(name).is_some(), "{name}");
         }
-        assert!(names()
+        let names = CONTRACT.names();
+        assert!(names
             .iter()
             .any(|n| n.starts_with("schema/") && n.ends_with(".schema.json")));
     }
 
     #[test]
     fn json_files_parse() {
-        for name in names().into_iter().filter(|n| n.ends_with(".json")) {
-            serde_json::from_slice::<serde_json::Value>(file(name).unwrap())
+        for name in CONTRACT
+            .names()
+            .into_iter()
+            .filter(|n| n.ends_with(".json"))
+        {
+            serde_json::from_slice::<serde_json::Value>(CONTRACT.file(name).unwrap())
                 .unwrap_or_else(|e| panic!("{name}: {e}"));
         }
     }

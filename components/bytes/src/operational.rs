@@ -1,6 +1,7 @@
 //! The operational routes, outside the surface: no credentials, no body.
 
-use crate::{bad_request, contract, MAX_JSON_BODY, REPLY};
+use crate::contract::CONTRACT;
+use crate::{bad_request, MAX_JSON_BODY, REPLY};
 use lab_guest::exports::lab::platform::handler::{BodyPart, Request, Response};
 use lab_guest::lab::platform::blobs;
 use lab_guest::lab::platform::body::IncomingBody;
@@ -33,7 +34,7 @@ pub fn describe(request: &Request, _body: &IncomingBody) -> Response {
     if let Some(refusal) = no_parameters(request, "describe") {
         return refusal;
     }
-    let table = contract::operations();
+    let table = CONTRACT.operations();
     let body = json!({
         "name": REPLY.service,
         "contract": REPLY.contract,
@@ -47,7 +48,7 @@ pub fn describe(request: &Request, _body: &IncomingBody) -> Response {
             "max_blob_bytes": runtime::blob_cap(),
             "max_batch_items": null,
         },
-        "files": contract::names(),
+        "files": CONTRACT.names(),
     });
     REPLY.json(200, &body, Some("describe"))
 }
@@ -57,12 +58,12 @@ pub fn describe_file(request: &Request, _body: &IncomingBody) -> Response {
         return refusal;
     }
     let name = request.path.strip_prefix("/describe/").unwrap_or_default();
-    match contract::file(name) {
+    match CONTRACT.file(name) {
         Some(contents) => REPLY.raw(
             200,
             vec![(
                 "content-type",
-                contract::media_type(name).as_bytes().to_vec(),
+                lab_kit::contract::media_type(name).as_bytes().to_vec(),
             )],
             vec![BodyPart::Bytes(contents.to_vec())],
             Some("describe_file"),

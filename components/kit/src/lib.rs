@@ -1,11 +1,13 @@
 //! What every service component does around its operations.
 //!
+//! - [`contract`]: the embedded contract files `describe/{file}` serves.
 //! - [`path`]: clean-path checks and route segments.
 //! - [`query`]: strict query-string parameters.
 //! - [`reply`]: responses carrying the service's headers, JSON and error bodies.
 //! - [`time`]: RFC 3339 rendering of the host clock.
 //! - [`health`]: the health envelope and build facts.
 
+pub mod contract;
 pub mod health;
 pub mod path;
 pub mod query;

@@ -133,6 +133,19 @@ impl kv::HostWriteTxn for RequestState {
         Ok(txn.put(&table, &key, value).await.map_err(wit_error))
     }
 
+    async fn put_all(
+        &mut self,
+        this: Resource<WriteTxn>,
+        writes: Vec<kv::TableWrite>,
+    ) -> Result<Result<(), kv::KvError>> {
+        let txn = self.table.get(&this)?;
+        let writes = writes
+            .into_iter()
+            .map(|w| (w.table, w.key, w.value))
+            .collect();
+        Ok(txn.put_all(writes).await.map_err(wit_error))
+    }
+
     async fn delete(
         &mut self,
         this: Resource<WriteTxn>,

@@ -1,0 +1,232 @@
+//! `create` and `append`: each one write transaction holding the receipt
+//! check, the precondition, the writes and the receipt.
+//!
+//! Receipts: the scope is (space, kind, operation ID); the root is implied,
+//! a store has one. The normalized request is hashed: for `create` the
+//! parent, key and effective precondition; for `append` the space, the facts
+//! in order and the effective precondition (absent and null are one value,
+//! an explicit integer another). A replay answers the stored result with
+//! `replayed: true`, before any precondition is evaluated.
+
+use super::{cutoff, entry_ref_json, existing_space, identity, space_json, space_ref_json, Answer};
+use crate::filter::predicate_key;
+use crate::ids::SpaceId;
+use crate::refusal::Refusal;
+use crate::requests::{AppendRequest, CreateRequest, MAX_POSITION};
+use crate::store::{self, Origin, Receipt, ReceiptKind, SpaceRecord, Writes};
+use lab_guest::lab::platform::ids;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+/// The creation predicate's label.
+const CREATION_PREDICATE: &[u8] = b"lab.journal.child_created.v1";
+
+fn request_digest(normalized: &Value) -> [u8; 32] {
+    // serde_json's map keeps members sorted, so the bytes are canonical.
+    Sha256::digest(serde_json::to_vec(normalized).expect("JSON serializes")).into()
+}
+
+/// The stored result again, or a mismatch.
+fn replay(receipt: Receipt, digest: &[u8; 32]) -> Answer {
+    if receipt.request_digest != *digest {
+        return Err(Refusal::IdempotencyMismatch(
+            "this operation ID already committed a different request".into(),
+        ));
+    }
+    let mut result: Value = serde_json::from_slice(&receipt.result)
+        .map_err(|_| Refusal::Internal("a stored receipt is malformed".into()))?;
+    result["replayed"] = Value::Bool(true);
+    Ok((200, result))
+}
+
+fn check_expected(expected: Option<u64>, actual: u64) -> Result<(), Refusal> {
+    match expected {
+        Some(expected) if expected != actual => Err(Refusal::Conflict { expected, actual }),
+        _ => Ok(()),
+    }
+}
+
+fn fresh_space_id() -> SpaceId {
+    let bytes = ids::random_bytes(16);
+    SpaceId(bytes.try_into().expect("16 random octets"))
+}
+
+/// The canonical bytes of a fact's predicate (its first child).
+fn predicate_of(fact: &[u8]) -> Result<Vec<u8>, Refusal> {
+    let value = lab_values::decode(fact)
+        .map_err(|e| Refusal::Internal(format!("a validated fact does not decode: {e}")))?;
+    let (predicate, _) = value
+        .as_fact()
+        .ok_or_else(|| Refusal::Internal("a validated fact is not a fact".into()))?;
+    Ok(lab_values::encode(predicate))
+}
+
+fn creation_predicate_key() -> [u8; 16] {
+    predicate_key(&lab_values::encode(&lab_values::Value::label(
+        CREATION_PREDICATE,
+    )))
+}
+
+pub fn create(request: CreateRequest) -> Answer {
+    let normalized = json!({
+        "parent": space_ref_json(request.parent.root, request.parent.space),
+        "key": request.key,
+        "expected_cutoff": request.expected_cutoff,
+    });
+    let digest = request_digest(&normalized);
+    let txn = store::write()?;
+    let identity = identity(&txn)?;
+    let parent = existing_space(&txn, &identity, &request.parent)?;
+    let parent_id = request.parent.space;
+    if let Some(receipt) =
+        store::receipt(&txn, parent_id, ReceiptKind::Create, &request.operation_id)?
+    {
+        return replay(receipt, &digest);
+    }
+    let parent_cutoff = cutoff(&txn, parent_id)?;
+    check_expected(request.expected_cutoff, parent_cutoff)?;
+    if store::child(&txn, parent_id, &request.key)?.is_some() {
+        return Err(Refusal::Exists(format!(
+            "the key {:?} is taken under this parent",
+            request.key
+        )));
+    }
+    let position = parent_cutoff + 1;
+    if position > MAX_POSITION {
+        return Err(Refusal::LimitExceeded(
+            "the parent's journal is full".into(),
+        ));
+    }
+    let child = fresh_space_id();
+    let mut path = parent.path;
+    path.push(request.key.clone());
+    let fact = lab_values::creation_fact(&request.key, &child.to_string());
+
+    let mut writes = Writes::default();
+    writes.entry(
+        parent_id,
+        position,
+        (Origin::Create, position, position),
+        &fact,
+        &creation_predicate_key(),
+    );
+    writes.head(parent_id, position);
+    writes.space(
+        child,
+        &SpaceRecord {
+            parent: Some(parent_id),
+            created_at: position,
+            path: path.clone(),
+        },
+    );
+    writes.head(child, 0);
+    writes.child(parent_id, &request.key, position, child);
+    let result = json!({
+        "child": space_json(identity.root, child, &path),
+        "parent_entry": entry_ref_json(identity.root, parent_id, position),
+        "parent_cutoff": position,
+        "replayed": false,
+    });
+    let receipt = Receipt {
+        request_digest: digest,
+        result: serde_json::to_vec(&result).expect("JSON serializes"),
+    };
+    writes.receipt(
+        parent_id,
+        ReceiptKind::Create,
+        &request.operation_id,
+        &receipt,
+    );
+    writes.commit(&txn)?;
+    Ok((201, result))
+}
+
+pub fn append(request: AppendRequest) -> Answer {
+    use base64::engine::general_purpose::STANDARD;
+    use base64::Engine as _;
+    let facts_text: Vec<String> = request.facts.iter().map(|f| STANDARD.encode(f)).collect();
+    let normalized = json!({
+        "space": space_ref_json(request.space.root, request.space.space),
+        "facts": facts_text,
+        "expected_cutoff": request.expected_cutoff,
+    });
+    let digest = request_digest(&normalized);
+    // Decoded before the transaction, which holds the store's writer.
+    let predicates = request
+        .facts
+        .iter()
+        .map(|fact| predicate_of(fact).map(|p| predicate_key(&p)))
+        .collect::<Result<Vec<_>, _>>()?;
+
+    let txn = store::write()?;
+    let identity = identity(&txn)?;
+    existing_space(&txn, &identity, &request.space)?;
+    let space = request.space.space;
+    if let Some(receipt) = store::receipt(&txn, space, ReceiptKind::Append, &request.operation_id)?
+    {
+        return replay(receipt, &digest);
+    }
+    let current = cutoff(&txn, space)?;
+    check_expected(request.expected_cutoff, current)?;
+    let first = current + 1;
+    let last = current + request.facts.len() as u64;
+    if last > MAX_POSITION {
+        return Err(Refusal::LimitExceeded(
+            "the batch would pass the last position".into(),
+        ));
+    }
+    let mut writes = Writes::default();
+    for (i, (fact, predicate)) in request.facts.iter().zip(&predicates).enumerate() {
+        writes.entry(
+            space,
+            first + i as u64,
+            (Origin::Append, first, last),
+            fact,
+            predicate,
+        );
+    }
+    writes.head(space, last);
+    let result = json!({
+        "space": space_ref_json(identity.root, space),
+        "first": first,
+        "last": last,
+        "cutoff": last,
+        "replayed": false,
+    });
+    let receipt = Receipt {
+        request_digest: digest,
+        result: serde_json::to_vec(&result).expect("JSON serializes"),
+    };
+    writes.receipt(space, ReceiptKind::Append, &request.operation_id, &receipt);
+    writes.commit(&txn)?;
+    Ok((201, result))
+}
+
+/// Provisions the hierarchy on the first start: root, root space, instance
+/// and the cursor secret, in one commit. Later starts change nothing.
+pub fn provision() -> Result<(), Refusal> {
+    let txn = store::write()?;
+    if store::identity(&txn)?.is_some() {
+        txn.abort();
+        return Ok(());
+    }
+    let random16 = || -> [u8; 16] { ids::random_bytes(16).try_into().expect("16 random octets") };
+    let identity = store::Identity {
+        root: crate::ids::RootId(random16()),
+        root_space: SpaceId(random16()),
+        instance: crate::ids::InstanceId(random16()),
+        cursor_key: ids::random_bytes(32).try_into().expect("32 random octets"),
+    };
+    let mut writes = Writes::default();
+    writes.identity(&identity);
+    writes.space(
+        identity.root_space,
+        &SpaceRecord {
+            parent: None,
+            created_at: 0,
+            path: Vec::new(),
+        },
+    );
+    writes.head(identity.root_space, 0);
+    writes.commit(&txn)
+}

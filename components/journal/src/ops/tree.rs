@@ -1,0 +1,121 @@
+//! `resolve`, `children` and `head`: the tree as it stands at a cutoff.
+
+use super::{
+    cutoff, entry_ref_json, existing_space, identity, is_cutoff, space_json, space_ref_json, Answer,
+};
+use crate::cursor::{self, ChildrenCursor, CursorKey};
+use crate::refusal::Refusal;
+use crate::requests::{ChildrenRequest, HeadRequest, ResolveRequest};
+use crate::store;
+use serde_json::{json, Value};
+
+pub fn resolve(request: ResolveRequest) -> Answer {
+    let txn = store::read()?;
+    let identity = identity(&txn)?;
+    match request {
+        ResolveRequest::Exact(space) => {
+            let record = existing_space(&txn, &identity, &space)?;
+            Ok((
+                200,
+                json!({ "space": space_json(identity.root, space.space, &record.path) }),
+            ))
+        }
+        ResolveRequest::Path { root, path } => {
+            if root != identity.root {
+                return Err(Refusal::NotFound("no such root".into()));
+            }
+            let mut current = identity.root_space;
+            for key in &path {
+                match store::child(&txn, current, key)? {
+                    Some(child) => current = child,
+                    None => return Ok((200, json!({ "space": Value::Null }))),
+                }
+            }
+            Ok((
+                200,
+                json!({ "space": space_json(identity.root, current, &path) }),
+            ))
+        }
+    }
+}
+
+pub fn head(request: HeadRequest) -> Answer {
+    let txn = store::read()?;
+    let identity = identity(&txn)?;
+    existing_space(&txn, &identity, &request.space)?;
+    let cutoff = cutoff(&txn, request.space.space)?;
+    Ok((
+        200,
+        json!({ "space": space_ref_json(identity.root, request.space.space), "cutoff": cutoff }),
+    ))
+}
+
+pub fn children(request: ChildrenRequest) -> Answer {
+    let txn = store::read()?;
+    let identity = identity(&txn)?;
+    existing_space(&txn, &identity, &request.space)?;
+    let space = request.space.space;
+    let key = CursorKey(identity.cursor_key);
+    let (through, after) = match &request.cursor {
+        Some(text) => {
+            let cursor = cursor::open_children(&key, text)?;
+            if cursor.space != space {
+                return Err(Refusal::invalid(
+                    "cursor",
+                    "the cursor belongs to another space",
+                ));
+            }
+            if request.through.is_some_and(|t| t != cursor.through) {
+                return Err(Refusal::invalid(
+                    "through",
+                    "`through` disagrees with the cursor",
+                ));
+            }
+            (cursor.through, cursor.after_position)
+        }
+        None => {
+            let current = cutoff(&txn, space)?;
+            match request.through {
+                None => (current, 0),
+                Some(through) if is_cutoff(&txn, space, through, current)? => (through, 0),
+                Some(_) => {
+                    return Err(Refusal::invalid(
+                        "through",
+                        "`through` is not a cutoff of this journal",
+                    ))
+                }
+            }
+        }
+    };
+    let limit = request.limit as u32;
+    // One more than the page holds tells whether the set goes on.
+    let found = store::created(&txn, space, after, through, limit + 1)?;
+    let more = found.len() > limit as usize;
+    let mut children = Vec::new();
+    let mut last = after;
+    for (position, child) in found.into_iter().take(limit as usize) {
+        let record = store::space(&txn, child)?
+            .ok_or_else(|| Refusal::Internal("a created child has no record".into()))?;
+        let key = record.path.last().cloned().unwrap_or_default();
+        children.push(json!({
+            "key": key,
+            "space": space_json(identity.root, child, &record.path),
+            "created_at": entry_ref_json(identity.root, space, position),
+        }));
+        last = position;
+    }
+    let mut result = json!({
+        "space": space_ref_json(identity.root, space),
+        "through": through,
+        "children": children,
+    });
+    if more {
+        let next = ChildrenCursor {
+            space,
+            through,
+            after_position: last,
+        };
+        result["next_cursor"] = Value::String(cursor::seal_children(&key, &next));
+    }
+    Ok((200, result))
+}

@@ -1,0 +1,448 @@
+//! The journal's storage layout over the host's key-value store; see
+//! `docs/journal.md`. Integers are big-endian so key order is numeric order.
+
+pub use crate::filter::Origin;
+use crate::ids::{InstanceId, RootId, SpaceId};
+use crate::refusal::Refusal;
+use lab_guest::lab::platform::kv::{self, Entry, KvError, Range, TableWrite};
+
+const META: &str = "meta";
+const SPACE: &str = "space";
+const HEAD: &str = "head";
+const ENTRY: &str = "entry";
+const CHILD: &str = "child";
+const CREATED: &str = "created";
+const PREDICATE: &str = "predicate";
+const RECEIPT: &str = "receipt";
+
+/// Who this store is: provisioned once, kept for ever.
+#[derive(Debug, Clone, Copy)]
+pub struct Identity {
+    pub root: RootId,
+    pub root_space: SpaceId,
+    pub instance: InstanceId,
+    /// The secret cursors are sealed under.
+    pub cursor_key: [u8; 32],
+}
+
+/// A space's place in the tree.
+#[derive(Debug, Clone)]
+pub struct SpaceRecord {
+    /// None for the root.
+    pub parent: Option<SpaceId>,
+    /// The position of its creation entry in the parent (0 for the root).
+    pub created_at: u64,
+    pub path: Vec<String>,
+}
+
+/// One committed entry.
+#[derive(Debug, Clone)]
+pub struct EntryRecord {
+    pub origin: Origin,
+    pub first: u64,
+    pub last: u64,
+    pub fact: Vec<u8>,
+}
+
+/// A stored receipt: the digest of the normalized request and the result.
+#[derive(Debug, Clone)]
+pub struct Receipt {
+    pub request_digest: [u8; 32],
+    pub result: Vec<u8>,
+}
+
+/// Receipt scopes: the operation kind inside the space's scope.
+#[derive(Debug, Clone, Copy)]
+pub enum ReceiptKind {
+    Create,
+    Append,
+}
+
+fn unavailable(e: KvError) -> Refusal {
+    Refusal::Unavailable(format!("the store cannot be read now: {e:?}"))
+}
+
+fn corrupt(what: &str) -> Refusal {
+    Refusal::Internal(format!("a stored {what} record is malformed"))
+}
+
+/// Reads, in a read or in a write transaction.
+pub trait Reads {
+    fn get(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>, Refusal>;
+    fn scan(&self, table: &str, range: &Range) -> Result<Vec<Entry>, Refusal>;
+}
+
+impl Reads for kv::ReadTxn {
+    fn get(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>, Refusal> {
+        kv::ReadTxn::get(self, table, key).map_err(unavailable)
+    }
+
+    fn scan(&self, table: &str, range: &Range) -> Result<Vec<Entry>, Refusal> {
+        kv::ReadTxn::scan(self, table, range).map_err(unavailable)
+    }
+}
+
+impl Reads for kv::WriteTxn {
+    fn get(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>, Refusal> {
+        kv::WriteTxn::get(self, table, key).map_err(unavailable)
+    }
+
+    fn scan(&self, table: &str, range: &Range) -> Result<Vec<Entry>, Refusal> {
+        kv::WriteTxn::scan(self, table, range).map_err(unavailable)
+    }
+}
+
+/// A snapshot for reading.
+pub fn read() -> Result<kv::ReadTxn, Refusal> {
+    kv::begin_read().map_err(unavailable)
+}
+
+/// A write transaction; see [`Writes`].
+pub fn write() -> Result<kv::WriteTxn, Refusal> {
+    kv::begin_write().map_err(unavailable)
+}
+
+fn concat(parts: &[&[u8]]) -> Vec<u8> {
+    parts.concat()
+}
+
+fn u64_at(bytes: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_be_bytes(bytes.get(at..at + 8)?.try_into().ok()?))
+}
+
+fn id_at(bytes: &[u8], at: usize) -> Option<[u8; 16]> {
+    bytes.get(at..at + 16)?.try_into().ok()
+}
+
+pub fn identity(r: &impl Reads) -> Result<Option<Identity>, Refusal> {
+    let Some(bytes) = r.get(META, b"identity")? else {
+        return Ok(None);
+    };
+    let parse = || {
+        Some(Identity {
+            root: RootId(id_at(&bytes, 0)?),
+            root_space: SpaceId(id_at(&bytes, 16)?),
+            instance: InstanceId(id_at(&bytes, 32)?),
+            cursor_key: bytes.get(48..80)?.try_into().ok()?,
+        })
+    };
+    parse().map(Some).ok_or_else(|| corrupt("identity"))
+}
+
+pub fn space(r: &impl Reads, id: SpaceId) -> Result<Option<SpaceRecord>, Refusal> {
+    let Some(bytes) = r.get(SPACE, &id.0)? else {
+        return Ok(None);
+    };
+    decode_space(&bytes)
+        .map(Some)
+        .ok_or_else(|| corrupt("space"))
+}
+
+fn decode_space(bytes: &[u8]) -> Option<SpaceRecord> {
+    let parent = id_at(bytes, 0)?;
+    let created_at = u64_at(bytes, 16)?;
+    let mut rest = bytes.get(24..)?;
+    let mut path = Vec::new();
+    while !rest.is_empty() {
+        let len = usize::from(u16::from_be_bytes(rest.get(..2)?.try_into().ok()?));
+        path.push(String::from_utf8(rest.get(2..2 + len)?.to_vec()).ok()?);
+        rest = &rest[2 + len..];
+    }
+    Some(SpaceRecord {
+        parent: (parent != [0; 16]).then_some(SpaceId(parent)),
+        created_at,
+        path,
+    })
+}
+
+fn encode_space(record: &SpaceRecord) -> Vec<u8> {
+    let mut bytes = record.parent.map_or([0; 16], |p| p.0).to_vec();
+    bytes.extend_from_slice(&record.created_at.to_be_bytes());
+    for key in &record.path {
+        bytes.extend_from_slice(&(key.len() as u16).to_be_bytes());
+        bytes.extend_from_slice(key.as_bytes());
+    }
+    bytes
+}
+
+/// The space's cutoff; none when the space does not exist.
+pub fn head(r: &impl Reads, id: SpaceId) -> Result<Option<u64>, Refusal> {
+    match r.get(HEAD, &id.0)? {
+        None => Ok(None),
+        Some(bytes) => u64_at(&bytes, 0).map(Some).ok_or_else(|| corrupt("head")),
+    }
+}
+
+pub fn entry(
+    r: &impl Reads,
+    space: SpaceId,
+    position: u64,
+) -> Result<Option<EntryRecord>, Refusal> {
+    match r.get(ENTRY, &concat(&[&space.0, &position.to_be_bytes()]))? {
+        None => Ok(None),
+        Some(bytes) => decode_entry(&bytes)
+            .map(Some)
+            .ok_or_else(|| corrupt("entry")),
+    }
+}
+
+fn decode_entry(bytes: &[u8]) -> Option<EntryRecord> {
+    let origin = match bytes.first()? {
+        0 => Origin::Append,
+        1 => Origin::Create,
+        _ => return None,
+    };
+    Some(EntryRecord {
+        origin,
+        first: u64_at(bytes, 1)?,
+        last: u64_at(bytes, 9)?,
+        fact: bytes.get(17..)?.to_vec(),
+    })
+}
+
+fn encode_entry(origin: Origin, first: u64, last: u64, fact: &[u8]) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(17 + fact.len());
+    bytes.push(match origin {
+        Origin::Append => 0,
+        Origin::Create => 1,
+    });
+    bytes.extend_from_slice(&first.to_be_bytes());
+    bytes.extend_from_slice(&last.to_be_bytes());
+    bytes.extend_from_slice(fact);
+    bytes
+}
+
+/// The range of `table` keys `prefix ‖ position` for positions in
+/// (after, through], at most `limit`.
+fn positions(prefix: &[u8], after: u64, through: u64, limit: u32) -> Range {
+    Range {
+        start: concat(&[prefix, &(after + 1).to_be_bytes()]),
+        end: Some(concat(&[prefix, &(through + 1).to_be_bytes()])),
+        reverse: false,
+        limit,
+    }
+}
+
+/// Entries at positions in (after, through], in order, at most `limit`.
+pub fn entries(
+    r: &impl Reads,
+    space: SpaceId,
+    after: u64,
+    through: u64,
+    limit: u32,
+) -> Result<Vec<(u64, EntryRecord)>, Refusal> {
+    if after >= through {
+        return Ok(Vec::new());
+    }
+    r.scan(ENTRY, &positions(&space.0, after, through, limit))?
+        .into_iter()
+        .map(|e| {
+            let position = u64_at(&e.key, 16).ok_or_else(|| corrupt("entry key"))?;
+            let record = decode_entry(&e.value).ok_or_else(|| corrupt("entry"))?;
+            Ok((position, record))
+        })
+        .collect()
+}
+
+/// The child occupying `key` under `parent`.
+pub fn child(r: &impl Reads, parent: SpaceId, key: &str) -> Result<Option<SpaceId>, Refusal> {
+    match r.get(CHILD, &concat(&[&parent.0, key.as_bytes()]))? {
+        None => Ok(None),
+        Some(bytes) => id_at(&bytes, 0)
+            .map(|id| Some(SpaceId(id)))
+            .ok_or_else(|| corrupt("child")),
+    }
+}
+
+/// Children created at positions in (after, through] of `parent`, in
+/// creation order, at most `limit`: (creation position, child).
+pub fn created(
+    r: &impl Reads,
+    parent: SpaceId,
+    after: u64,
+    through: u64,
+    limit: u32,
+) -> Result<Vec<(u64, SpaceId)>, Refusal> {
+    if after >= through {
+        return Ok(Vec::new());
+    }
+    r.scan(CREATED, &positions(&parent.0, after, through, limit))?
+        .into_iter()
+        .map(|e| {
+            let position = u64_at(&e.key, 16).ok_or_else(|| corrupt("creation key"))?;
+            let child = id_at(&e.value, 0).ok_or_else(|| corrupt("creation"))?;
+            Ok((position, SpaceId(child)))
+        })
+        .collect()
+}
+
+/// Positions in (after, through] whose fact has the predicate with this
+/// index key, in order, at most `limit`.
+pub fn predicate_positions(
+    r: &impl Reads,
+    space: SpaceId,
+    predicate_key: &[u8; 16],
+    after: u64,
+    through: u64,
+    limit: u32,
+) -> Result<Vec<u64>, Refusal> {
+    if after >= through {
+        return Ok(Vec::new());
+    }
+    let prefix = concat(&[&space.0, predicate_key]);
+    r.scan(PREDICATE, &positions(&prefix, after, through, limit))?
+        .into_iter()
+        .map(|e| u64_at(&e.key, 32).ok_or_else(|| corrupt("predicate key")))
+        .collect()
+}
+
+fn receipt_key(space: SpaceId, kind: ReceiptKind, operation_id: &str) -> Vec<u8> {
+    let kind = match kind {
+        ReceiptKind::Create => b"c",
+        ReceiptKind::Append => b"a",
+    };
+    concat(&[&space.0, kind, operation_id.as_bytes()])
+}
+
+pub fn receipt(
+    r: &impl Reads,
+    space: SpaceId,
+    kind: ReceiptKind,
+    operation_id: &str,
+) -> Result<Option<Receipt>, Refusal> {
+    match r.get(RECEIPT, &receipt_key(space, kind, operation_id))? {
+        None => Ok(None),
+        Some(bytes) => {
+            let request_digest = bytes
+                .get(..32)
+                .and_then(|d| d.try_into().ok())
+                .ok_or_else(|| corrupt("receipt"))?;
+            Ok(Some(Receipt {
+                request_digest,
+                result: bytes[32..].to_vec(),
+            }))
+        }
+    }
+}
+
+/// The writes of one mutation, sent to the store in one exchange.
+#[derive(Default)]
+pub struct Writes(Vec<TableWrite>);
+
+impl Writes {
+    fn put(&mut self, table: &str, key: Vec<u8>, value: Vec<u8>) {
+        self.0.push(TableWrite {
+            table: table.to_string(),
+            key,
+            value,
+        });
+    }
+
+    pub fn identity(&mut self, identity: &Identity) {
+        let value = concat(&[
+            &identity.root.0,
+            &identity.root_space.0,
+            &identity.instance.0,
+            &identity.cursor_key,
+        ]);
+        self.put(META, b"identity".to_vec(), value);
+    }
+
+    pub fn space(&mut self, id: SpaceId, record: &SpaceRecord) {
+        self.put(SPACE, id.0.to_vec(), encode_space(record));
+    }
+
+    pub fn head(&mut self, id: SpaceId, cutoff: u64) {
+        self.put(HEAD, id.0.to_vec(), cutoff.to_be_bytes().to_vec());
+    }
+
+    /// An entry, and its predicate index row.
+    pub fn entry(
+        &mut self,
+        space: SpaceId,
+        position: u64,
+        record: (Origin, u64, u64),
+        fact: &[u8],
+        predicate_key: &[u8; 16],
+    ) {
+        let (origin, first, last) = record;
+        let position_bytes = position.to_be_bytes();
+        self.put(
+            ENTRY,
+            concat(&[&space.0, &position_bytes]),
+            encode_entry(origin, first, last, fact),
+        );
+        self.put(
+            PREDICATE,
+            concat(&[&space.0, predicate_key, &position_bytes]),
+            Vec::new(),
+        );
+    }
+
+    /// A child's key claim and its creation index row.
+    pub fn child(&mut self, parent: SpaceId, key: &str, position: u64, child: SpaceId) {
+        self.put(
+            CHILD,
+            concat(&[&parent.0, key.as_bytes()]),
+            child.0.to_vec(),
+        );
+        self.put(
+            CREATED,
+            concat(&[&parent.0, &position.to_be_bytes()]),
+            child.0.to_vec(),
+        );
+    }
+
+    pub fn receipt(
+        &mut self,
+        space: SpaceId,
+        kind: ReceiptKind,
+        operation_id: &str,
+        receipt: &Receipt,
+    ) {
+        let value = concat(&[&receipt.request_digest, &receipt.result]);
+        self.put(RECEIPT, receipt_key(space, kind, operation_id), value);
+    }
+
+    /// Sends the writes and commits; returns once the commit is durable.
+    pub fn commit(self, txn: &kv::WriteTxn) -> Result<(), Refusal> {
+        txn.put_all(&self.0)
+            .map_err(|e| Refusal::Internal(format!("the store refused the writes: {e:?}")))?;
+        txn.commit().map_err(|e| {
+            Refusal::Internal(format!(
+                "the commit failed; its outcome is uncertain: {e:?}"
+            ))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip() {
+        let record = SpaceRecord {
+            parent: Some(SpaceId([7; 16])),
+            created_at: 42,
+            path: vec!["a".into(), "".repeat(0) + "é/x", "..".into()],
+        };
+        let decoded = decode_space(&encode_space(&record)).unwrap();
+        assert_eq!(decoded.parent, record.parent);
+        assert_eq!(decoded.created_at, 42);
+        assert_eq!(decoded.path, record.path);
+        let root = SpaceRecord {
+            parent: None,
+            created_at: 0,
+            path: vec![],
+        };
+        assert_eq!(decode_space(&encode_space(&root)).unwrap().parent, None);
+
+        let entry = decode_entry(&encode_entry(Origin::Create, 3, 5, b"fact")).unwrap();
+        assert_eq!(
+            (entry.origin, entry.first, entry.last, entry.fact.as_slice()),
+            (Origin::Create, 3, 5, &b"fact"[..])
+        );
+        assert!(decode_entry(&[2; 17]).is_none());
+    }
+}
