@@ -14,11 +14,12 @@
 //!    whatever a crash left behind.
 
 use sha2::{Digest, Sha256};
+use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// A SHA-256 digest.
 pub type Digest32 = [u8; 32];
@@ -48,11 +49,16 @@ impl std::fmt::Display for WriteError {
     }
 }
 
-/// The store. Cheap to share: it holds only paths.
+/// Open committed blobs kept for reuse: a blob never changes, so a kept
+/// descriptor reads what a fresh open would, without the open.
+const OPEN_BLOBS_KEPT: usize = 256;
+
+/// The store.
 #[derive(Debug)]
 pub struct BlobStore {
     committed: PathBuf,
     staging: PathBuf,
+    open: Mutex<HashMap<Digest32, BlobReader>>,
 }
 
 impl BlobStore {
@@ -62,6 +68,7 @@ impl BlobStore {
         let store = BlobStore {
             committed: dir.join("sha256"),
             staging: dir.join("staging"),
+            open: Mutex::default(),
         };
         fs::create_dir_all(&store.committed)?;
         fs::create_dir_all(&store.staging)?;
@@ -80,10 +87,24 @@ impl BlobStore {
 
     /// Opens a committed blob.
     pub fn open_blob(&self, digest: &Digest32) -> io::Result<Option<BlobReader>> {
+        if let Some(reader) = self.open.lock().unwrap().get(digest) {
+            return Ok(Some(reader.clone()));
+        }
         match File::open(self.path_of(digest)) {
             Ok(file) => {
                 let size = file.metadata()?.len();
-                Ok(Some(BlobReader { file, size }))
+                let reader = BlobReader {
+                    file: Arc::new(file),
+                    size,
+                };
+                let mut open = self.open.lock().unwrap();
+                if open.len() >= OPEN_BLOBS_KEPT {
+                    // Any one goes; a miss costs only an open.
+                    let evicted = *open.keys().next().expect("the map is full");
+                    open.remove(&evicted);
+                }
+                open.insert(*digest, reader.clone());
+                Ok(Some(reader))
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(e),
@@ -92,6 +113,9 @@ impl BlobStore {
 
     /// The size of a committed blob.
     pub fn size(&self, digest: &Digest32) -> io::Result<Option<u64>> {
+        if let Some(reader) = self.open.lock().unwrap().get(digest) {
+            return Ok(Some(reader.size));
+        }
         match fs::metadata(self.path_of(digest)) {
             Ok(meta) => Ok(Some(meta.len())),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
@@ -188,10 +212,10 @@ impl Drop for BlobWriter {
 }
 
 /// An open committed blob. Blobs are immutable, so positioned reads need no
-/// coordination.
-#[derive(Debug)]
+/// coordination, and clones share one descriptor.
+#[derive(Debug, Clone)]
 pub struct BlobReader {
-    file: File,
+    file: Arc<File>,
     size: u64,
 }
 
