@@ -74,9 +74,15 @@ pub fn create(request: CreateRequest) -> Answer {
         "expected_cutoff": request.expected_cutoff,
     });
     let digest = request_digest(&normalized);
+    // Identity and space records never change once written: a snapshot
+    // answers them without holding the store's writer.
+    let (identity, parent) = {
+        let snapshot = store::read()?;
+        let identity = identity(&snapshot)?;
+        let parent = existing_space(&snapshot, &identity, &request.parent)?;
+        (identity, parent)
+    };
     let txn = store::write()?;
-    let identity = identity(&txn)?;
-    let parent = existing_space(&txn, &identity, &request.parent)?;
     let parent_id = request.parent.space;
     if let Some(receipt) =
         store::receipt(&txn, parent_id, ReceiptKind::Create, &request.operation_id)?
@@ -158,9 +164,13 @@ pub fn append(request: AppendRequest) -> Answer {
         .map(|fact| predicate_of(fact).map(|p| predicate_key(&p)))
         .collect::<Result<Vec<_>, _>>()?;
 
+    let identity = {
+        let snapshot = store::read()?;
+        let identity = identity(&snapshot)?;
+        existing_space(&snapshot, &identity, &request.space)?;
+        identity
+    };
     let txn = store::write()?;
-    let identity = identity(&txn)?;
-    existing_space(&txn, &identity, &request.space)?;
     let space = request.space.space;
     if let Some(receipt) = store::receipt(&txn, space, ReceiptKind::Append, &request.operation_id)?
     {
