@@ -5,33 +5,16 @@ const PREFIX: &str = "sha256:";
 
 /// The digest a well-formed name carries.
 pub fn parse(name: &str) -> Option<Vec<u8>> {
-    let hex = name.strip_prefix(PREFIX)?.as_bytes();
+    let hex = name.strip_prefix(PREFIX)?;
     if hex.len() != 64 {
         return None;
     }
-    hex.chunks(2)
-        .map(|pair| Some(nibble(pair[0])? << 4 | nibble(pair[1])?))
-        .collect()
+    lab_kit::hex::decode_lower(hex)
 }
 
 /// The name of a digest.
 pub fn format(digest: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut name = String::with_capacity(PREFIX.len() + 2 * digest.len());
-    name.push_str(PREFIX);
-    for byte in digest {
-        name.push(DIGITS[usize::from(byte >> 4)] as char);
-        name.push(DIGITS[usize::from(byte & 15)] as char);
-    }
-    name
-}
-
-fn nibble(digit: u8) -> Option<u8> {
-    match digit {
-        b'0'..=b'9' => Some(digit - b'0'),
-        b'a'..=b'f' => Some(digit - b'a' + 10),
-        _ => None,
-    }
+    format!("{PREFIX}{}", lab_kit::hex::encode_lower(digest))
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 
 use crate::contract::CONTRACT;
 use crate::{bad_request, MAX_JSON_BODY, REPLY};
-use lab_guest::exports::lab::platform::handler::{BodyPart, Request, Response};
+use lab_guest::exports::lab::platform::handler::{Request, Response};
 use lab_guest::lab::platform::blobs;
 use lab_guest::lab::platform::body::IncomingBody;
 use lab_guest::lab::platform::runtime;
@@ -57,25 +57,7 @@ pub fn describe_file(request: &Request, _body: &IncomingBody) -> Response {
     if let Some(refusal) = no_parameters(request, "describe_file") {
         return refusal;
     }
-    let name = request.path.strip_prefix("/describe/").unwrap_or_default();
-    match CONTRACT.file(name) {
-        Some(contents) => REPLY.raw(
-            200,
-            vec![(
-                "content-type",
-                lab_kit::contract::media_type(name).as_bytes().to_vec(),
-            )],
-            vec![BodyPart::Bytes(contents.to_vec())],
-            Some("describe_file"),
-        ),
-        None => REPLY.error(
-            404,
-            "not_found",
-            "no such contract file",
-            None,
-            Some("describe_file"),
-        ),
-    }
+    CONTRACT.serve(&REPLY, &request.path)
 }
 
 /// Operational routes take no query parameters.

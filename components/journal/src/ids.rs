@@ -13,25 +13,16 @@ macro_rules! identifier {
 
             /// The identifier a text names, if it is well formed.
             pub fn parse(text: &str) -> Option<Self> {
-                let hex = text.strip_prefix($prefix)?.as_bytes();
-                if hex.len() != 32 {
-                    return None;
-                }
-                let mut octets = [0u8; 16];
-                for (i, pair) in hex.chunks(2).enumerate() {
-                    octets[i] = nibble(pair[0])? << 4 | nibble(pair[1])?;
-                }
-                Some($name(octets))
+                let hex = text.strip_prefix($prefix)?;
+                let octets = lab_kit::hex::decode_lower(hex)?;
+                Some($name(octets.try_into().ok()?))
             }
         }
 
         impl fmt::Display for $name {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str($prefix)?;
-                for byte in self.0 {
-                    write!(f, "{byte:02x}")?;
-                }
-                Ok(())
+                f.write_str(&lab_kit::hex::encode_lower(&self.0))
             }
         }
 
@@ -46,14 +37,6 @@ macro_rules! identifier {
 identifier!(RootId, "rt_", "Names the logical hierarchy.");
 identifier!(SpaceId, "spc_", "One space and its journal.");
 identifier!(InstanceId, "jinst_", "The store lineage.");
-
-fn nibble(digit: u8) -> Option<u8> {
-    match digit {
-        b'0'..=b'9' => Some(digit - b'0'),
-        b'a'..=b'f' => Some(digit - b'a' + 10),
-        _ => None,
-    }
-}
 
 #[cfg(test)]
 mod tests {

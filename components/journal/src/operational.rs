@@ -7,8 +7,8 @@ use crate::requests::{
     MAX_KEY_BYTES, MAX_PAGE_ENTRIES, MAX_POSITION,
 };
 use crate::store::{self, Identity};
-use crate::{refuse, REPLY};
-use lab_guest::exports::lab::platform::handler::{BodyPart, Request, Response};
+use crate::REPLY;
+use lab_guest::exports::lab::platform::handler::{Request, Response};
 use lab_guest::lab::platform::runtime;
 use lab_kit::contract::Contract;
 use lab_kit::health::{self, Check};
@@ -120,20 +120,5 @@ fn limits() -> Value {
 }
 
 pub fn describe_file(request: &Request) -> Response {
-    let name = request.path.strip_prefix("/describe/").unwrap_or_default();
-    match CONTRACT.file(name) {
-        Some(contents) => REPLY.raw(
-            200,
-            vec![(
-                "content-type",
-                lab_kit::contract::media_type(name).as_bytes().to_vec(),
-            )],
-            vec![BodyPart::Bytes(contents.to_vec())],
-            Some("describe_file"),
-        ),
-        None => refuse(
-            Some("describe_file"),
-            &Refusal::NotFound("no such contract file".into()),
-        ),
-    }
+    CONTRACT.serve(&REPLY, &request.path)
 }

@@ -1,6 +1,7 @@
 //! What every service component does around its operations.
 //!
 //! - [`contract`]: the embedded contract files `describe/{file}` serves.
+//! - [`hex`]: lowercase hexadecimal.
 //! - [`path`]: clean-path checks and route segments.
 //! - [`query`]: strict query-string parameters.
 //! - [`reply`]: responses carrying the service's headers, JSON and error bodies.
@@ -9,6 +10,7 @@
 
 pub mod contract;
 pub mod health;
+pub mod hex;
 pub mod path;
 pub mod query;
 pub mod reply;
