@@ -50,6 +50,10 @@ pub struct Labd {
     child: Child,
     /// The bytes service's operations listener.
     pub operations: SocketAddr,
+    /// The journal service's operations listener.
+    pub journal: SocketAddr,
+    /// The journal service's management listener (its metrics).
+    pub journal_management: SocketAddr,
 }
 
 impl Labd {
@@ -62,6 +66,8 @@ impl Labd {
             .arg(scratch.join("data"))
             .args(["--bytes-listen", "127.0.0.1:0"])
             .args(["--bytes-management-listen", "127.0.0.1:0"])
+            .args(["--journal-listen", "127.0.0.1:0"])
+            .args(["--journal-management-listen", "127.0.0.1:0"])
             .arg("--ready-file")
             .arg(&ready_file)
             .args(["--log", "warn"])
@@ -71,21 +77,33 @@ impl Labd {
             .spawn()
             .with_context(|| format!("start {}", binary.display()))?;
         // From here on the guard owns the child, so every early return kills it.
+        let unbound = SocketAddr::from(([127, 0, 0, 1], 0));
         let mut labd = Labd {
             child,
-            operations: SocketAddr::from(([127, 0, 0, 1], 0)),
+            operations: unbound,
+            journal: unbound,
+            journal_management: unbound,
         };
-        labd.operations = labd.wait_ready(&ready_file)?;
+        let text = labd.wait_ready(&ready_file)?;
+        labd.operations = address(&text, "bytes", "operations")?;
+        labd.journal = address(&text, "journal", "operations")?;
+        labd.journal_management = address(&text, "journal", "management")?;
         Ok(labd)
     }
 
-    fn wait_ready(&mut self, ready_file: &Path) -> Result<SocketAddr> {
+    /// The child's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The ready file's text, once there is one.
+    fn wait_ready(&mut self, ready_file: &Path) -> Result<Vec<u8>> {
         let started = Instant::now();
         loop {
             // labd writes the file under another name and renames it, so a
             // file that exists is complete.
             match std::fs::read(ready_file) {
-                Ok(text) => return operations_address(&text),
+                Ok(text) => return Ok(text),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => return Err(e).with_context(|| format!("read {}", ready_file.display())),
             }
@@ -107,16 +125,16 @@ impl Drop for Labd {
     }
 }
 
-/// `{"bytes": {"operations": "127.0.0.1:PORT", ...}}` → the address.
-fn operations_address(text: &[u8]) -> Result<SocketAddr> {
+/// `{"<service>": {"<listener>": "127.0.0.1:PORT", ...}}` → the address.
+fn address(text: &[u8], service: &str, listener: &str) -> Result<SocketAddr> {
     let ready: serde_json::Value =
         serde_json::from_slice(text).context("the ready file is not JSON")?;
-    let address = ready["bytes"]["operations"]
+    let address = ready[service][listener]
         .as_str()
-        .context("the ready file lacks bytes.operations")?;
+        .with_context(|| format!("the ready file lacks {service}.{listener}"))?;
     address
         .parse()
-        .with_context(|| format!("bytes.operations `{address}`"))
+        .with_context(|| format!("{service}.{listener} `{address}`"))
 }
 
 #[cfg(test)]
@@ -125,11 +143,19 @@ mod tests {
 
     #[test]
     fn reads_the_operations_address() {
-        let text = br#"{"bytes":{"operations":"127.0.0.1:4567","management":"127.0.0.1:4568"}}"#;
+        let text = br#"{"bytes":{"operations":"127.0.0.1:4567","management":"127.0.0.1:4568"},
+            "journal":{"operations":"127.0.0.1:4569","management":"127.0.0.1:4570"}}"#;
+        let at = |service, listener| address(text, service, listener).unwrap();
+        assert_eq!(at("bytes", "operations"), "127.0.0.1:4567".parse().unwrap());
         assert_eq!(
-            operations_address(text).unwrap(),
-            "127.0.0.1:4567".parse().unwrap()
+            at("journal", "operations"),
+            "127.0.0.1:4569".parse().unwrap()
         );
-        assert!(operations_address(br#"{"bytes":{}}"#).is_err());
+        assert_eq!(
+            at("journal", "management"),
+            "127.0.0.1:4570".parse().unwrap()
+        );
+        assert!(address(br#"{"bytes":{}}"#, "bytes", "operations").is_err());
+        assert!(address(br#"{"bytes":{}}"#, "journal", "operations").is_err());
     }
 }

@@ -1,17 +1,22 @@
-//! `lab-bench`: throughput and latency of `labd`'s bytes service on
-//! loopback, each figure printed beside a baseline measured in the same run.
+//! `lab-bench`: throughput and latency of `labd`'s bytes and journal
+//! services on loopback, each figure printed beside a baseline measured in
+//! the same run.
 //!
 //! - [`labd`]: `labd` as a child process with a fresh data directory.
 //! - [`client`]: a minimal HTTP/1.1 keep-alive client.
-//! - [`native`]: the baseline server, plain hyper without a component.
-//! - [`measure`]: the measurements and their baselines.
+//! - [`native`]: the bytes baseline server, plain hyper without a component.
+//! - [`measure`]: the bytes measurements and their baselines.
+//! - [`journal`]: the journal measurements; [`lmdb`] their baseline, a
+//!   plain heed loop writing the same rows.
 //!
 //! Output: a header line naming the machine, then one table row per
 //! measurement (`what | figure | baseline | ratio | target`). Progress goes
 //! to stderr. MB is 10^6 bytes.
 
 mod client;
+mod journal;
 mod labd;
+mod lmdb;
 mod measure;
 mod native;
 
@@ -20,7 +25,7 @@ use clap::Parser;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-/// Measures labd's bytes service against same-run baselines.
+/// Measures labd's bytes and journal services against same-run baselines.
 #[derive(Debug, Parser)]
 #[command(name = "lab-bench")]
 struct Args {
@@ -32,6 +37,16 @@ struct Args {
     /// split into alternating rounds.
     #[arg(long, default_value_t = 3.0)]
     seconds: f64,
+
+    /// Measure one service only [default: both].
+    #[arg(long, value_enum)]
+    only: Option<Service>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Service {
+    Bytes,
+    Journal,
 }
 
 fn main() -> Result<()> {
@@ -68,12 +83,28 @@ fn main() -> Result<()> {
     // On a worker, not on this thread: a future that `block_on` drives
     // directly is woken across threads on every read, which would slow the
     // client's request loops.
-    let measuring = runtime.spawn(measure::run(
-        labd.operations,
-        scratch.path().to_path_buf(),
-        threads,
-        rps_time,
-    ));
+    let measuring = runtime.spawn({
+        let (bytes, journal) = (
+            labd.operations,
+            journal::Target {
+                operations: labd.journal,
+                management: labd.journal_management,
+                pid: labd.pid(),
+            },
+        );
+        let scratch = scratch.path().to_path_buf();
+        let only = args.only;
+        async move {
+            let mut rows = Vec::new();
+            if only != Some(Service::Journal) {
+                rows.extend(measure::run(bytes, scratch.clone(), threads, rps_time).await?);
+            }
+            if only != Some(Service::Bytes) {
+                rows.extend(journal::run(journal, scratch).await?);
+            }
+            anyhow::Ok(rows)
+        }
+    });
     let rows = runtime
         .block_on(measuring)
         .context("the measurements panicked")??;

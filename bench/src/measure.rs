@@ -50,13 +50,13 @@ const WRITE_SLICE: usize = 256 << 10;
 /// Stop after `count` iterations or once `time` has passed, whichever is
 /// first; at least one iteration runs.
 #[derive(Clone, Copy)]
-struct Bound {
+pub(crate) struct Bound {
     count: u64,
     time: Duration,
 }
 
 impl Bound {
-    const fn new(count: u64, seconds: u64) -> Bound {
+    pub(crate) const fn new(count: u64, seconds: u64) -> Bound {
         Bound {
             count,
             time: Duration::from_secs(seconds),
@@ -64,14 +64,14 @@ impl Bound {
     }
 
     /// One of `rounds` equal shares of this bound.
-    fn share(&self, rounds: u32) -> Bound {
+    pub(crate) fn share(&self, rounds: u32) -> Bound {
         Bound {
             count: self.count.div_ceil(u64::from(rounds)),
             time: self.time / rounds,
         }
     }
 
-    fn done(&self, count: u64, started: Instant) -> bool {
+    pub(crate) fn done(&self, count: u64, started: Instant) -> bool {
         count >= self.count.max(1) || (count > 0 && started.elapsed() >= self.time)
     }
 }
@@ -121,7 +121,13 @@ pub struct Row {
 }
 
 impl Row {
-    fn new(what: String, figure: String, baseline: String, ratio: String, target: String) -> Row {
+    pub(crate) fn new(
+        what: String,
+        figure: String,
+        baseline: String,
+        ratio: String,
+        target: String,
+    ) -> Row {
         Row {
             what,
             figure,
@@ -302,15 +308,15 @@ pub async fn run(
     Ok(rows)
 }
 
-fn progress(what: &str) {
+pub(crate) fn progress(what: &str) {
     eprintln!("lab-bench: {what}");
 }
 
-fn percent(ratio: f64) -> String {
+pub(crate) fn percent(ratio: f64) -> String {
     format!("{:.0}%", ratio * 100.0)
 }
 
-fn verdict(target: &str, met: bool) -> String {
+pub(crate) fn verdict(target: &str, met: bool) -> String {
     format!("{target} ({})", if met { "met" } else { "missed" })
 }
 

@@ -1,0 +1,1195 @@
+//! The journal service's measurements, each beside a baseline taken in the
+//! same run on the same machine:
+//!
+//! - durable appends per second (batches and facts) of 1 and of 128 facts
+//!   from 1, 16 and 64 concurrent keep-alive clients, all into one journal
+//!   and spread over 1,000 journals, against a plain heed loop writing the
+//!   same rows ([`crate::lmdb`]): one commit per append, and for 64 clients
+//!   one commit per 64 appends (what perfect group commit would reach);
+//! - entries read per second, `read` pages of 128 over a 100,000-entry
+//!   journal, against heed range scans of the same rows;
+//! - a filtered read where 1 in 1,000 entries matches a predicate: the time
+//!   to page through every match, against a heed walk of a predicate index,
+//!   and the pages it took, against the fewest possible;
+//! - a `query` over 1,001 spaces (a scope, 10 children, 99 children each,
+//!   32 appended facts in each space below the scope): the time to capture
+//!   the snapshot and page through every entry, against `read` of each
+//!   listed space up to the same cutoff.
+//!
+//! Each append row also shows what labd reports over the same time: write
+//! transactions per store commit (its group commit at work, from the
+//! management listener's metrics), the CPU cores its process kept busy, of
+//! those its store's writer thread, and the cores the clients (this
+//! process) used (from /proc). A reference row per
+//! batch size and layout runs the grouped heed loop with each append in a
+//! nested transaction, as labd's store does.
+//!
+//! Journals here are spaces this run creates under the root it finds in
+//! `GET /healthz`. Every loop is bounded in count and in time; figures and
+//! their baselines are taken in alternating rounds.
+
+use crate::client::{self, Conn};
+use crate::lmdb::{self, Lmdb, Written};
+use crate::measure::{percent, progress, verdict, Bound, Row};
+use anyhow::{bail, ensure, Context, Result};
+use serde_json::{json, Value};
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Facts per append measured.
+const BATCHES: [usize; 2] = [1, 128];
+/// Concurrent appenders measured.
+const CLIENTS: [usize; 3] = [1, 16, 64];
+/// Appends per commit of the grouped baseline, the client count it is
+/// compared with.
+const GROUP: usize = 64;
+/// The share of the grouped baseline 64 single-fact appenders must reach.
+const GROUPED_TARGET: f64 = 0.50;
+/// The tree: children of its scope, and children of each of those.
+const TREE_PARENTS: usize = 10;
+const TREE_CHILDREN: usize = 99;
+/// Alternating rounds of figure and baseline.
+const ROUNDS: u32 = 2;
+/// Measured time of labd's appends per configuration (split into rounds).
+const APPEND_TIME: Duration = Duration::from_secs(2);
+/// Upper bound of appends per client and round.
+const MAX_APPENDS_PER_CLIENT: u64 = 1_000_000;
+/// The heed loop per configuration, counted in commits (split into rounds).
+const BASELINE: Bound = Bound::new(1_000_000, 1);
+/// The longest page `read` and `query` allow.
+const PAGE: u64 = 128;
+/// Entries of the journal read whole.
+const READ_ENTRIES: u64 = 100_000;
+/// Entries of the filtered journal, and the size used instead when
+/// building that many would take longer than `BUILD_BUDGET`.
+const FILTERED_ENTRIES: u64 = 1_000_000;
+const FILTERED_FALLBACK: u64 = 200_000;
+const BUILD_BUDGET: Duration = Duration::from_secs(75);
+/// One fact in this many matches the filter.
+const HIT_EVERY: u64 = 1000;
+/// Facts appended to each space of the queried tree below its scope.
+const QUERY_FACTS: u64 = 32;
+/// Concurrent clients that build journals and trees (not measured).
+const BUILDERS: usize = 64;
+/// Connections open before a measured run's clock starts.
+const START_DELAY: Duration = Duration::from_millis(50);
+
+/// Where the journal service listens, and its process.
+pub struct Target {
+    pub operations: SocketAddr,
+    /// The management listener: its metrics count the store's commits.
+    pub management: SocketAddr,
+    /// labd's process id: its CPU time is read from /proc.
+    pub pid: u32,
+}
+
+/// The root the service was provisioned with.
+struct Ids {
+    root: String,
+    root_space: String,
+}
+
+impl Ids {
+    fn space_ref(&self, space: &str) -> Value {
+        json!({ "root_id": self.root, "space_id": space })
+    }
+}
+
+/// One keep-alive connection to the journal's operations listener.
+struct Api {
+    addr: SocketAddr,
+    conn: Conn,
+    reply: Vec<u8>,
+    /// Time this client spent writing and parsing JSON.
+    json_time: Duration,
+}
+
+impl Api {
+    async fn connect(addr: SocketAddr) -> Result<Api> {
+        Ok(Api {
+            addr,
+            conn: Conn::connect(addr).await?,
+            reply: Vec::with_capacity(64 << 10),
+            json_time: Duration::ZERO,
+        })
+    }
+
+    /// `POST /v1/<op>` with a JSON body; the answer, whose status must be
+    /// `want`.
+    async fn post(&mut self, op: &str, body: &[u8], want: u16) -> Result<Value> {
+        let head = client::post_head(
+            self.addr,
+            &format!("/v1/{op}"),
+            "application/json",
+            body.len(),
+        );
+        self.reply.clear();
+        let response = self
+            .conn
+            .exchange(&head, body, false, Some(&mut self.reply))
+            .await?;
+        ensure!(
+            response.status == want,
+            "{op} answered {}: {}",
+            response.status,
+            String::from_utf8_lossy(&self.reply)
+        );
+        let parsing = Instant::now();
+        let answer =
+            serde_json::from_slice(&self.reply).with_context(|| format!("the answer to {op}"));
+        self.json_time += parsing.elapsed();
+        answer
+    }
+
+    async fn call(&mut self, op: &str, body: &Value, want: u16) -> Result<Value> {
+        let writing = Instant::now();
+        let body = serde_json::to_vec(body)?;
+        self.json_time += writing.elapsed();
+        self.post(op, &body, want).await
+    }
+}
+
+/// Runs every journal measurement against the service at `target`; the
+/// baselines' environments go under `scratch`.
+pub async fn run(target: Target, scratch: PathBuf) -> Result<Vec<Row>> {
+    let addr = target.operations;
+    let ids = Arc::new(identity(addr).await?);
+    let baselines = scratch.join("journal-baselines");
+    let mut api = Api::connect(addr).await?;
+    progress("journal: spaces");
+    let root = ids.root_space.clone();
+    let one = create(&mut api, &ids, &root, "one").await?;
+    let tree = create(&mut api, &ids, &root, "tree").await?;
+    let reads = create(&mut api, &ids, &root, "reads").await?;
+    let filtered = create(&mut api, &ids, &root, "filtered").await?;
+    let queried = create(&mut api, &ids, &root, "queried").await?;
+    let spread = build_tree(addr, &ids, &tree).await?;
+
+    let mut rows = Vec::new();
+    let layouts = [
+        ("1 journal", vec![one], 1),
+        ("1000 journals", spread, TREE_PARENTS * (TREE_CHILDREN + 1)),
+    ];
+    let mut run = 0u64;
+    for (label, journals, spaces) in layouts {
+        let journals: Arc<Vec<String>> = Arc::new(
+            journals
+                .iter()
+                .map(|space| ids.space_ref(space).to_string())
+                .collect(),
+        );
+        for batch in BATCHES {
+            progress(&format!("journal: append {batch}, {label}"));
+            let dir = baselines.join(format!("append-{spaces}-{batch}"));
+            rows.extend(appends(&target, &journals, label, spaces, batch, &dir, &mut run).await?);
+        }
+    }
+
+    let (read_rows, fill_rate) = reads_rows(addr, &ids, &reads, &baselines).await?;
+    rows.extend(read_rows);
+    rows.extend(filtered_rows(addr, &ids, &filtered, &baselines, fill_rate).await?);
+    rows.extend(query_rows(addr, &ids, &queried).await?);
+    Ok(rows)
+}
+
+/// The root from `GET /healthz`, which must come from the journal.
+async fn identity(addr: SocketAddr) -> Result<Ids> {
+    let mut conn = Conn::connect(addr).await?;
+    let mut body = Vec::new();
+    let response = conn
+        .exchange(
+            &client::get_head(addr, "/healthz"),
+            &[],
+            true,
+            Some(&mut body),
+        )
+        .await?;
+    ensure!(
+        response.header("lab-service") == Some("journal"),
+        "{addr} is not the journal service"
+    );
+    ensure!(
+        response.status == 200,
+        "healthz answered {}: {}",
+        response.status,
+        String::from_utf8_lossy(&body)
+    );
+    let health: Value = serde_json::from_slice(&body).context("the healthz answer")?;
+    let id = |name: &str| {
+        health["identity"][name]
+            .as_str()
+            .map(str::to_string)
+            .with_context(|| format!("healthz without identity.{name}"))
+    };
+    Ok(Ids {
+        root: id("root_id")?,
+        root_space: id("root_space_id")?,
+    })
+}
+
+fn create_body(ids: &Ids, parent: &str, key: &str) -> Value {
+    json!({
+        "parent": ids.space_ref(parent),
+        "key": key,
+        "operation_id": format!("create-{key}"),
+    })
+}
+
+fn created_id(answer: &Value) -> Result<String> {
+    answer["child"]["space_id"]
+        .as_str()
+        .map(str::to_string)
+        .with_context(|| format!("create answered {answer}"))
+}
+
+/// Creates the child `key` of `parent`; its space id.
+async fn create(api: &mut Api, ids: &Ids, parent: &str, key: &str) -> Result<String> {
+    created_id(
+        &api.call("create", &create_body(ids, parent, key), 201)
+            .await?,
+    )
+}
+
+/// `TREE_PARENTS` children of `scope`, each with `TREE_CHILDREN` children:
+/// the ids of all of them, parents first.
+async fn build_tree(addr: SocketAddr, ids: &Arc<Ids>, scope: &str) -> Result<Vec<String>> {
+    let mut api = Api::connect(addr).await?;
+    let mut parents = Vec::new();
+    for p in 0..TREE_PARENTS {
+        parents.push(create(&mut api, ids, scope, &format!("p{p}")).await?);
+    }
+    let started = Instant::now();
+    let (for_body, parents) = (Arc::clone(ids), Arc::new(parents));
+    let in_body = Arc::clone(&parents);
+    let answers = post_all(
+        addr,
+        "create",
+        201,
+        TREE_PARENTS * TREE_CHILDREN,
+        Arc::new(move |i| {
+            let parent = &in_body[i / TREE_CHILDREN];
+            create_body(&for_body, parent, &format!("c{}", i % TREE_CHILDREN))
+        }),
+    )
+    .await?;
+    let mut spaces = parents.to_vec();
+    for answer in &answers {
+        spaces.push(created_id(answer)?);
+    }
+    progress(&format!(
+        "journal: {} creates in {:.1} s",
+        answers.len(),
+        started.elapsed().as_secs_f64()
+    ));
+    Ok(spaces)
+}
+
+/// A request body per job.
+type Bodies = Arc<dyn Fn(usize) -> Value + Send + Sync>;
+
+/// Posts `jobs` requests to `op` from `BUILDERS` concurrent connections,
+/// job `i` with `body(i)`; the answers in job order.
+async fn post_all(
+    addr: SocketAddr,
+    op: &'static str,
+    want: u16,
+    jobs: usize,
+    body: Bodies,
+) -> Result<Vec<Value>> {
+    let next = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..BUILDERS.min(jobs) {
+        let mut api = Api::connect(addr).await?;
+        let (next, body) = (Arc::clone(&next), Arc::clone(&body));
+        tasks.push(tokio::spawn(async move {
+            let mut done = Vec::new();
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= jobs {
+                    return Ok::<_, anyhow::Error>(done);
+                }
+                done.push((i, api.call(op, &body(i), want).await?));
+            }
+        }));
+    }
+    let mut answers = Vec::with_capacity(jobs);
+    for task in tasks {
+        answers.extend(task.await??);
+    }
+    answers.sort_by_key(|(i, _)| *i);
+    Ok(answers.into_iter().map(|(_, answer)| answer).collect())
+}
+
+/// The bounds of an append answer, checked against the batch size.
+fn appended(answer: &Value, batch: usize) -> Result<(u64, u64)> {
+    let (first, last) = (answer["first"].as_u64(), answer["last"].as_u64());
+    match (first, last, answer["replayed"].as_bool()) {
+        (Some(first), Some(last), Some(false)) if last + 1 == first + batch as u64 => {
+            Ok((first, last))
+        }
+        _ => bail!("append of {batch} answered {answer}"),
+    }
+}
+
+/// labd's and the baseline's append rates for one layout and batch size.
+async fn appends(
+    target: &Target,
+    journals: &Arc<Vec<String>>,
+    label: &str,
+    spaces: usize,
+    batch: usize,
+    dir: &Path,
+    run: &mut u64,
+) -> Result<Vec<Row>> {
+    let each = Lmdb::create(&dir.join("commit-per-append"))?;
+    let grouped = Lmdb::create(&dir.join("commit-per-group"))?;
+    let nested = Lmdb::create(&dir.join("nested-per-group"))?;
+    let (mut single, mut group) = (Written::default(), Written::default());
+    let mut group_nested = Written::default();
+    let mut labd: [Load; CLIENTS.len()] = Default::default();
+    for _ in 0..ROUNDS {
+        let bound = BASELINE.share(ROUNDS);
+        single.add(tokio::task::block_in_place(|| {
+            each.appends(spaces, batch, 1, false, bound)
+        })?);
+        group.add(tokio::task::block_in_place(|| {
+            grouped.appends(spaces, batch, GROUP, false, bound)
+        })?);
+        group_nested.add(tokio::task::block_in_place(|| {
+            nested.appends(spaces, batch, GROUP, true, bound)
+        })?);
+        for (total, clients) in labd.iter_mut().zip(CLIENTS) {
+            *run += 1;
+            let time = APPEND_TIME / ROUNDS;
+            total.add(append_load(target, journals, batch, clients, time, *run).await?);
+        }
+    }
+    drop((each, grouped, nested));
+    let facts = if batch == 1 { "fact" } else { "facts" };
+    let mut rows = Vec::new();
+    for (load, clients) in labd.iter().zip(CLIENTS) {
+        let rate = &load.written;
+        let cores = |time: Duration| time.as_secs_f64() / load.wall.as_secs_f64().max(1e-9);
+        let (baseline, how) = if clients == GROUP {
+            (&group, format!("commit per {GROUP} appends"))
+        } else {
+            (&single, "commit per append".to_string())
+        };
+        let ratio =
+            per_second(rate.batches, rate.elapsed) / per_second(baseline.batches, baseline.elapsed);
+        let target = if batch == 1 && clients == GROUP {
+            verdict(
+                &format!(">= {} of grouped", percent(GROUPED_TARGET)),
+                ratio >= GROUPED_TARGET,
+            )
+        } else {
+            "-".into()
+        };
+        rows.push(Row::new(
+            format!(
+                "append {batch} {facts}, c={clients}, {label}: batches/s (n={})",
+                rate.batches
+            ),
+            format!(
+                "{:.0} ({:.0} facts/s; {:.1}/commit; cpu: labd {:.2}, writer {:.2}, bench {:.2})",
+                per_second(rate.batches, rate.elapsed),
+                per_second(rate.facts, rate.elapsed),
+                load.transactions as f64 / load.commits.max(1) as f64,
+                cores(load.cpu),
+                cores(load.writer),
+                cores(load.client),
+            ),
+            format!(
+                "{:.0} heed, {how} (n={})",
+                per_second(baseline.batches, baseline.elapsed),
+                baseline.batches
+            ),
+            percent(ratio),
+            target,
+        ));
+    }
+    rows.push(Row::new(
+        format!("  ref: heed append {batch} {facts}, {label}, nested txn each, commit per {GROUP}"),
+        format!(
+            "{:.0} (n={})",
+            per_second(group_nested.batches, group_nested.elapsed),
+            group_nested.batches
+        ),
+        format!("{:.0} unnested", per_second(group.batches, group.elapsed)),
+        percent(
+            per_second(group_nested.batches, group_nested.elapsed)
+                / per_second(group.batches, group.elapsed),
+        ),
+        "-".into(),
+    ));
+    Ok(rows)
+}
+
+fn per_second(count: u64, elapsed: Duration) -> f64 {
+    count as f64 / elapsed.as_secs_f64().max(1e-9)
+}
+
+/// Appends measured, with what labd reports over the same time: its store's
+/// commits and the write transactions they made durable, and its CPU time.
+#[derive(Default)]
+struct Load {
+    written: Written,
+    commits: u64,
+    transactions: u64,
+    cpu: Duration,
+    /// CPU time of the store's writer thread alone.
+    writer: Duration,
+    /// CPU time of this process, the clients.
+    client: Duration,
+    /// The time over which commits and CPU time were counted.
+    wall: Duration,
+}
+
+impl Load {
+    fn add(&mut self, other: Load) {
+        self.written.add(other.written);
+        self.commits += other.commits;
+        self.transactions += other.transactions;
+        self.cpu += other.cpu;
+        self.writer += other.writer;
+        self.client += other.client;
+        self.wall += other.wall;
+    }
+}
+
+/// labd's counters at one instant.
+struct Sample {
+    at: Instant,
+    commits: u64,
+    transactions: u64,
+    cpu: Duration,
+    writer: Duration,
+    client: Duration,
+}
+
+impl Sample {
+    async fn take(target: &Target) -> Result<Sample> {
+        let mut conn = Conn::connect(target.management).await?;
+        let mut body = Vec::new();
+        let response = conn
+            .exchange(
+                &client::get_head(target.management, "/metrics"),
+                &[],
+                false,
+                Some(&mut body),
+            )
+            .await?;
+        ensure!(
+            response.status == 200,
+            "metrics answered {}",
+            response.status
+        );
+        let text = String::from_utf8(body).context("metrics are not UTF-8")?;
+        let counter = |name: &str| -> Result<u64> {
+            text.lines()
+                .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+                .and_then(|value| value.trim().parse().ok())
+                .with_context(|| format!("metrics without {name}"))
+        };
+        Ok(Sample {
+            at: Instant::now(),
+            commits: counter("lab_kv_commits_total")?,
+            transactions: counter("lab_kv_transactions_total")?,
+            cpu: cpu_time(&format!("/proc/{}/stat", target.pid))?.1,
+            writer: writer_time(target.pid)?,
+            client: cpu_time("/proc/self/stat")?.1,
+        })
+    }
+
+    fn until(&self, later: &Sample) -> Load {
+        Load {
+            written: Written::default(),
+            commits: later.commits - self.commits,
+            transactions: later.transactions - self.transactions,
+            cpu: later.cpu.saturating_sub(self.cpu),
+            writer: later.writer.saturating_sub(self.writer),
+            client: later.client.saturating_sub(self.client),
+            wall: later.at - self.at,
+        }
+    }
+}
+
+/// The name and the user plus system time in a /proc `stat` file: of a
+/// process (all its threads) or of one thread. Times are in clock ticks of
+/// 1/100 s (Linux's USER_HZ).
+fn cpu_time(path: &str) -> Result<(String, Duration)> {
+    let stat = std::fs::read_to_string(path).with_context(|| format!("read {path}"))?;
+    // The name may hold spaces and parentheses; the fields after it do not.
+    let (head, rest) = stat.rsplit_once(')').context("a malformed stat")?;
+    let name = head.split_once('(').context("a malformed stat")?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15; `state`, field 3, comes first.
+    let ticks = |field: usize| -> Result<u64> {
+        fields
+            .get(field - 3)
+            .and_then(|v| v.parse().ok())
+            .context("a malformed stat")
+    };
+    let time = Duration::from_millis((ticks(14)? + ticks(15)?) * 10);
+    Ok((name.to_string(), time))
+}
+
+/// CPU time of labd's store writer thread (named `kv-writer`).
+fn writer_time(pid: u32) -> Result<Duration> {
+    let tasks = format!("/proc/{pid}/task");
+    for task in std::fs::read_dir(&tasks).with_context(|| format!("list {tasks}"))? {
+        let path = task?.path().join("stat");
+        // A thread may end between the listing and the read.
+        if let Ok((name, time)) = cpu_time(&path.to_string_lossy()) {
+            if name == "kv-writer" {
+                return Ok(time);
+            }
+        }
+    }
+    bail!("labd has no kv-writer thread")
+}
+
+/// `clients` new connections appending `batch` facts back to back for
+/// `time`, client `c`'s `n`th append into journal `c + n × clients`
+/// (round-robin); `run` keeps operation IDs unique across runs.
+async fn append_load(
+    target: &Target,
+    journals: &Arc<Vec<String>>,
+    batch: usize,
+    clients: usize,
+    time: Duration,
+    run: u64,
+) -> Result<Load> {
+    let facts: Vec<String> = (0..batch as u64)
+        .map(|i| base64(&fact("bench", i)))
+        .collect();
+    let facts: Arc<str> = serde_json::to_string(&facts)?.into();
+    let mut apis = Vec::with_capacity(clients);
+    for _ in 0..clients {
+        apis.push(Api::connect(target.operations).await?);
+    }
+    let begin = Instant::now() + START_DELAY;
+    let end = begin + time;
+    let tasks: Vec<_> = apis
+        .into_iter()
+        .enumerate()
+        .map(|(client, mut api)| {
+            let (journals, facts) = (Arc::clone(journals), Arc::clone(&facts));
+            tokio::spawn(async move {
+                tokio::time::sleep_until(begin.into()).await;
+                let mut n = 0u64;
+                let mut finished = begin;
+                while Instant::now() < end && n < MAX_APPENDS_PER_CLIENT {
+                    let journal = &journals[(client + n as usize * clients) % journals.len()];
+                    let body = format!(
+                        r#"{{"space":{journal},"facts":{facts},"operation_id":"r{run}-c{client}-{n}"}}"#
+                    );
+                    appended(&api.post("append", body.as_bytes(), 201).await?, batch)?;
+                    n += 1;
+                    finished = Instant::now();
+                }
+                Ok::<_, anyhow::Error>((n, finished))
+            })
+        })
+        .collect();
+    tokio::time::sleep_until(begin.into()).await;
+    let before = Sample::take(target).await?;
+    let mut written = Written::default();
+    let mut last = begin;
+    for task in tasks {
+        let (n, finished) = task.await??;
+        written.batches += n;
+        last = last.max(finished);
+    }
+    let mut load = before.until(&Sample::take(target).await?);
+    ensure!(written.batches > 0, "no append completed in {time:?}");
+    written.facts = written.batches * batch as u64;
+    written.elapsed = last - begin;
+    load.written = written;
+    Ok(load)
+}
+
+/// The predicate of fact `k` of a built journal: with hits, 1 in
+/// `HIT_EVERY` is "hit" and the rest "miss"; without, all are "entry".
+fn built_predicate(k: u64, hits: bool) -> &'static str {
+    match (hits, k.is_multiple_of(HIT_EVERY)) {
+        (false, _) => "entry",
+        (true, true) => "hit",
+        (true, false) => "miss",
+    }
+}
+
+/// Appends `total` facts to `space` in appends of `PAGE` facts from
+/// `BUILDERS` concurrent clients; how long it took.
+async fn build(
+    addr: SocketAddr,
+    ids: &Ids,
+    space: &str,
+    total: u64,
+    hits: bool,
+) -> Result<Duration> {
+    let started = Instant::now();
+    let space_ref = ids.space_ref(space);
+    let jobs = total.div_ceil(PAGE) as usize;
+    let answers = post_all(
+        addr,
+        "append",
+        201,
+        jobs,
+        Arc::new(move |i| {
+            let from = i as u64 * PAGE;
+            let facts: Vec<String> = (from..total.min(from + PAGE))
+                .map(|k| base64(&fact(built_predicate(k, hits), k)))
+                .collect();
+            json!({ "space": space_ref, "facts": facts, "operation_id": format!("build-{i}") })
+        }),
+    )
+    .await?;
+    let mut count = 0;
+    for (i, answer) in answers.iter().enumerate() {
+        let size = (total - i as u64 * PAGE).min(PAGE) as usize;
+        appended(answer, size)?;
+        count += size as u64;
+    }
+    ensure!(count == total, "built {count} entries of {total}");
+    Ok(started.elapsed())
+}
+
+/// The same facts in a baseline environment, as space `space`.
+fn build_baseline(dir: &Path, space: &[u8; 16], total: u64, hits: bool) -> Result<Lmdb> {
+    let lmdb = Lmdb::create(dir)?;
+    lmdb.fill(space, total, PAGE, hits, |k| {
+        let predicate = built_predicate(k, hits);
+        (fact(predicate, k), text(predicate))
+    })?;
+    Ok(lmdb)
+}
+
+/// A prefix paged through.
+#[derive(Default)]
+struct Paged {
+    entries: u64,
+    pages: u64,
+    through: u64,
+    /// The facts returned, when asked for.
+    facts: Vec<String>,
+    elapsed: Duration,
+}
+
+/// Pages through (0, through] of `space` with `read` (limit `PAGE`), the
+/// cutoff captured by the first page unless given; with `filter`, keeps the
+/// facts returned. Checks order, bounds and, unfiltered, that no position
+/// is missing.
+async fn read_all(
+    api: &mut Api,
+    ids: &Ids,
+    space: &str,
+    through: Option<u64>,
+    filter: Option<&Value>,
+) -> Result<Paged> {
+    let mut paged = Paged::default();
+    let mut through = through;
+    let mut after = 0u64;
+    let mut last_position = 0u64;
+    let started = Instant::now();
+    loop {
+        let mut body = json!({ "space": ids.space_ref(space), "after": after, "limit": PAGE });
+        if let Some(through) = through {
+            body["through"] = through.into();
+        }
+        if let Some(filter) = filter {
+            body["filter"] = filter.clone();
+        }
+        let answer = api.call("read", &body, 200).await?;
+        let page_through = answer["through"].as_u64().context("read without through")?;
+        ensure!(
+            through.is_none_or(|t| t == page_through),
+            "read moved its cutoff"
+        );
+        through = Some(page_through);
+        paged.pages += 1;
+        for entry in answer["entries"]
+            .as_array()
+            .context("read without entries")?
+        {
+            let position = entry["ref"]["position"]
+                .as_u64()
+                .context("entry position")?;
+            ensure!(
+                position > last_position && position <= page_through,
+                "read returned position {position} after {last_position} (through {page_through})"
+            );
+            ensure!(
+                filter.is_some() || position == last_position + 1,
+                "read skipped from {last_position} to {position}"
+            );
+            last_position = position;
+            paged.entries += 1;
+            if filter.is_some() {
+                let fact = entry["fact"].as_str().context("entry fact")?;
+                paged.facts.push(fact.to_string());
+            }
+        }
+        match answer["next_after"].as_u64() {
+            Some(next) => {
+                ensure!(next > after || next == page_through, "read did not advance");
+                after = next;
+            }
+            None => {
+                ensure!(
+                    answer["scanned_through"].as_u64() == Some(page_through),
+                    "a final page that did not scan through {page_through}: {}",
+                    answer["scanned_through"]
+                );
+                break;
+            }
+        }
+    }
+    paged.elapsed = started.elapsed();
+    paged.through = through.unwrap_or(0);
+    if filter.is_none() {
+        ensure!(
+            paged.entries == paged.through,
+            "read {} entries of {}",
+            paged.entries,
+            paged.through
+        );
+    }
+    Ok(paged)
+}
+
+/// Reads of a `READ_ENTRIES` journal against heed range scans; also how
+/// fast labd built it, in facts/s.
+async fn reads_rows(
+    addr: SocketAddr,
+    ids: &Ids,
+    space: &str,
+    baselines: &Path,
+) -> Result<(Vec<Row>, f64)> {
+    progress(&format!("journal: build {READ_ENTRIES} entries"));
+    let took = build(addr, ids, space, READ_ENTRIES, false).await?;
+    let fill_rate = per_second(READ_ENTRIES, took);
+    progress(&format!(
+        "journal: built in {:.1} s ({fill_rate:.0} facts/s)",
+        took.as_secs_f64()
+    ));
+    let id = lmdb::space_id(0);
+    let lmdb = tokio::task::block_in_place(|| {
+        build_baseline(&baselines.join("reads"), &id, READ_ENTRIES, false)
+    })?;
+    progress("journal: read");
+    let mut api = Api::connect(addr).await?;
+    let (mut labd, mut heed) = ((0u64, Duration::ZERO), (0u64, Duration::ZERO));
+    for _ in 0..ROUNDS {
+        let paged = read_all(&mut api, ids, space, None, None).await?;
+        ensure!(
+            paged.through == READ_ENTRIES,
+            "the read journal holds {}",
+            paged.through
+        );
+        labd = (labd.0 + paged.entries, labd.1 + paged.elapsed);
+        let scanned =
+            tokio::task::block_in_place(|| lmdb.read_pages(&id, READ_ENTRIES, PAGE as usize))?;
+        ensure!(
+            scanned.entries == READ_ENTRIES,
+            "the baseline read {}",
+            scanned.entries
+        );
+        heed = (heed.0 + scanned.entries, heed.1 + scanned.elapsed);
+    }
+    drop(lmdb);
+    let (rate, base) = (per_second(labd.0, labd.1), per_second(heed.0, heed.1));
+    let row = Row::new(
+        format!(
+            "read entries/s, pages of {PAGE}, {READ_ENTRIES}-entry journal (n={})",
+            labd.0
+        ),
+        format!("{rate:.0}"),
+        format!("{base:.0} heed range scans, txn per page"),
+        percent(rate / base),
+        "-".into(),
+    );
+    Ok((vec![row], fill_rate))
+}
+
+/// A filtered read where 1 in `HIT_EVERY` entries matches: its time
+/// against a heed index walk, and its pages against the fewest possible.
+async fn filtered_rows(
+    addr: SocketAddr,
+    ids: &Ids,
+    space: &str,
+    baselines: &Path,
+    fill_rate: f64,
+) -> Result<Vec<Row>> {
+    let estimate = FILTERED_ENTRIES as f64 / fill_rate.max(1.0);
+    let total = if estimate <= BUILD_BUDGET.as_secs_f64() {
+        FILTERED_ENTRIES
+    } else {
+        progress(&format!(
+            "journal: {FILTERED_ENTRIES} entries would take about {estimate:.0} s to build; \
+             using {FILTERED_FALLBACK}"
+        ));
+        FILTERED_FALLBACK
+    };
+    progress(&format!(
+        "journal: build {total} entries, 1 in {HIT_EVERY} a hit"
+    ));
+    let took = build(addr, ids, space, total, true).await?;
+    progress(&format!(
+        "journal: built in {:.1} s ({:.0} facts/s)",
+        took.as_secs_f64(),
+        per_second(total, took)
+    ));
+    let id = lmdb::space_id(0);
+    let lmdb = tokio::task::block_in_place(|| {
+        build_baseline(&baselines.join("filtered"), &id, total, true)
+    })?;
+    let expected: HashSet<String> = (0..total)
+        .filter(|k| built_predicate(*k, true) == "hit")
+        .map(|k| base64(&fact("hit", k)))
+        .collect();
+    let matches = expected.len() as u64;
+    let predicate = text("hit");
+    let filter = json!({ "predicate": base64(&predicate) });
+
+    progress("journal: filtered read");
+    let mut api = Api::connect(addr).await?;
+    let (mut labd, mut heed) = (Duration::ZERO, Duration::ZERO);
+    let mut pages = 0;
+    for _ in 0..ROUNDS {
+        let paged = read_all(&mut api, ids, space, None, Some(&filter)).await?;
+        ensure!(
+            paged.through == total,
+            "the filtered journal holds {}",
+            paged.through
+        );
+        let found: HashSet<String> = paged.facts.iter().cloned().collect();
+        ensure!(
+            found.len() == paged.facts.len() && found == expected,
+            "the filtered read returned {} facts ({} distinct), not the {matches} hits",
+            paged.facts.len(),
+            found.len()
+        );
+        labd += paged.elapsed;
+        pages = paged.pages;
+        let scanned = tokio::task::block_in_place(|| {
+            lmdb.index_pages(&id, &predicate, total, PAGE as usize)
+        })?;
+        ensure!(
+            scanned.entries == matches,
+            "the baseline found {}",
+            scanned.entries
+        );
+        heed += scanned.elapsed;
+    }
+    drop(lmdb);
+    let (ms, base_ms) = (
+        labd.as_secs_f64() * 1e3 / f64::from(ROUNDS),
+        heed.as_secs_f64() * 1e3 / f64::from(ROUNDS),
+    );
+    let fewest = matches.div_ceil(PAGE);
+    Ok(vec![
+        Row::new(
+            format!("filtered read, {matches} of {total} entries match: ms for all"),
+            format!("{ms:.1} ms"),
+            format!("{base_ms:.1} ms heed index walk"),
+            percent(base_ms / ms),
+            "-".into(),
+        ),
+        Row::new(
+            format!("filtered read pages of {PAGE} for {matches} matches"),
+            format!("{pages}"),
+            format!("{fewest} fewest possible"),
+            percent(fewest as f64 / pages as f64),
+            verdict(&format!("<= {}", fewest + 1), pages <= fewest + 1),
+        ),
+    ])
+}
+
+/// One capture and paging of a query over the whole subtree of `scope`.
+struct Queried {
+    spaces: Vec<(String, u64)>,
+    /// The snapshot's size as JSON, which every continuation resends.
+    snapshot_bytes: usize,
+    /// Of `elapsed`, the time the client spent writing and parsing JSON.
+    client_json: Duration,
+    entries: u64,
+    pages: u64,
+    capture: Duration,
+    elapsed: Duration,
+}
+
+async fn query_all(api: &mut Api, ids: &Ids, scope: &str) -> Result<Queried> {
+    let json_before = api.json_time;
+    let started = Instant::now();
+    let mut body = json!({ "space": ids.space_ref(scope), "limit": PAGE });
+    let mut answer = api.call("query", &body, 200).await?;
+    let capture = started.elapsed();
+    let snapshot = answer["snapshot"].clone();
+    let spaces: Vec<(String, u64)> = snapshot["spaces"]
+        .as_array()
+        .context("query without snapshot.spaces")?
+        .iter()
+        .map(|listed| {
+            let space = listed["space"]["space_id"]
+                .as_str()
+                .context("a listed space")?;
+            let through = listed["through"].as_u64().context("a listed cutoff")?;
+            Ok((space.to_string(), through))
+        })
+        .collect::<Result<_>>()?;
+    let snapshot_bytes = serde_json::to_vec(&snapshot)?.len();
+    body["snapshot"] = snapshot;
+    let (mut entries, mut pages) = (0u64, 1u64);
+    loop {
+        entries += answer["entries"]
+            .as_array()
+            .context("query without entries")?
+            .len() as u64;
+        let Some(cursor) = answer["next_cursor"].as_str() else {
+            break;
+        };
+        body["cursor"] = cursor.into();
+        answer = api.call("query", &body, 200).await?;
+        pages += 1;
+    }
+    let elapsed = started.elapsed();
+    let client_json = api.json_time - json_before;
+    let listed: u64 = spaces.iter().map(|(_, through)| through).sum();
+    ensure!(
+        entries == listed,
+        "the query returned {entries} of {listed} entries"
+    );
+    Ok(Queried {
+        spaces,
+        snapshot_bytes,
+        client_json,
+        entries,
+        pages,
+        capture,
+        elapsed,
+    })
+}
+
+/// A query over a tree under `tree`, each of its spaces but `tree` given
+/// `QUERY_FACTS` facts, against `read` of each space it lists; and the same
+/// over the first child's subtree (100 spaces), to show how a page's cost
+/// grows with the snapshot.
+async fn query_rows(addr: SocketAddr, ids: &Arc<Ids>, tree: &str) -> Result<Vec<Row>> {
+    progress("journal: query tree");
+    let spaces = build_tree(addr, ids, tree).await?;
+    let refs: Vec<Value> = spaces.iter().map(|space| ids.space_ref(space)).collect();
+    let facts: Vec<String> = (0..QUERY_FACTS)
+        .map(|k| base64(&fact("query", k)))
+        .collect();
+    for answer in post_all(
+        addr,
+        "append",
+        201,
+        refs.len(),
+        Arc::new(move |i| json!({ "space": refs[i], "facts": facts, "operation_id": "fill" })),
+    )
+    .await?
+    {
+        appended(&answer, QUERY_FACTS as usize)?;
+    }
+    progress("journal: query");
+    let mut api = Api::connect(addr).await?;
+    let whole = query_vs_reads(&mut api, ids, tree).await?;
+    // Parents come first: the first is a child of `tree`.
+    let part = query_vs_reads(&mut api, ids, &spaces[0]).await?;
+    let mut rows = Vec::new();
+    for (figures, prefix) in [(whole, ""), (part, "  ref: ")] {
+        let per_page = |ms: f64, pages: u64| ms / pages.max(1) as f64;
+        rows.push(Row::new(
+            format!(
+                "{prefix}query, {} spaces, {} entries: capture + all pages",
+                figures.spaces, figures.entries
+            ),
+            format!(
+                "{:.0} ms ({} pages, {:.2} ms each, {:.2} of it bench JSON; {} kB snapshot per page)",
+                figures.ms,
+                figures.pages,
+                per_page(figures.ms, figures.pages),
+                per_page(figures.client_json_ms, figures.pages),
+                figures.snapshot_bytes / 1000
+            ),
+            format!(
+                "{:.0} ms read per space ({} pages, {:.2} ms each)",
+                figures.read_ms,
+                figures.read_pages,
+                per_page(figures.read_ms, figures.read_pages)
+            ),
+            percent(figures.read_ms / figures.ms),
+            "-".into(),
+        ));
+        rows.push(Row::new(
+            format!(
+                "{prefix}query, {} spaces: capture + first page",
+                figures.spaces
+            ),
+            format!("{:.1} ms", figures.capture_ms),
+            "-".into(),
+            "-".into(),
+            "-".into(),
+        ));
+    }
+    Ok(rows)
+}
+
+/// A query's figures, per round, beside `read` of each space it lists.
+struct QueryFigures {
+    spaces: usize,
+    entries: u64,
+    pages: u64,
+    snapshot_bytes: usize,
+    ms: f64,
+    capture_ms: f64,
+    /// Of `ms`, the client's own JSON work.
+    client_json_ms: f64,
+    read_ms: f64,
+    read_pages: u64,
+}
+
+/// Queries the subtree of `scope` whole and reads each space it lists up to
+/// the listed cutoff, in alternating rounds.
+async fn query_vs_reads(api: &mut Api, ids: &Ids, scope: &str) -> Result<QueryFigures> {
+    let (mut labd, mut reads, mut capture) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
+    let mut client_json = Duration::ZERO;
+    let mut last = None;
+    let mut read_pages = 0;
+    for _ in 0..ROUNDS {
+        let queried = query_all(api, ids, scope).await?;
+        labd += queried.elapsed;
+        capture += queried.capture;
+        client_json += queried.client_json;
+        let started = Instant::now();
+        let (mut read, mut paged) = (0, 0);
+        for (space, through) in &queried.spaces {
+            let page = read_all(api, ids, space, Some(*through), None).await?;
+            read += page.entries;
+            paged += page.pages;
+        }
+        reads += started.elapsed();
+        ensure!(
+            read == queried.entries,
+            "per-space reads returned {read} of {}",
+            queried.entries
+        );
+        read_pages = paged;
+        last = Some(queried);
+    }
+    let queried = last.context("no query round")?;
+    let ms = |time: Duration| time.as_secs_f64() * 1e3 / f64::from(ROUNDS);
+    Ok(QueryFigures {
+        spaces: queried.spaces.len(),
+        entries: queried.entries,
+        pages: queried.pages,
+        snapshot_bytes: queried.snapshot_bytes,
+        ms: ms(labd),
+        capture_ms: ms(capture),
+        client_json_ms: ms(client_json),
+        read_ms: ms(reads),
+        read_pages,
+    })
+}
+
+/// A text atom in canonical CBOR (shorter than 256 bytes here).
+pub fn text(s: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(s.len() + 2);
+    head(3, s.len() as u64, &mut out);
+    out.extend_from_slice(s.as_bytes());
+    out
+}
+
+/// A CBOR head: major type and argument in its shortest form.
+fn head(major: u8, argument: u64, out: &mut Vec<u8>) {
+    let major = major << 5;
+    match argument {
+        0..24 => out.push(major | argument as u8),
+        24..0x100 => out.extend_from_slice(&[major | 24, argument as u8]),
+        0x100..0x1_0000 => {
+            out.push(major | 25);
+            out.extend_from_slice(&(argument as u16).to_be_bytes());
+        }
+        0x1_0000..0x1_0000_0000 => {
+            out.push(major | 26);
+            out.extend_from_slice(&(argument as u32).to_be_bytes());
+        }
+        _ => {
+            out.push(major | 27);
+            out.extend_from_slice(&argument.to_be_bytes());
+        }
+    }
+}
+
+/// The fact `[predicate, n]`, canonical: a 2-tuple of a text atom and an
+/// unsigned integer.
+pub fn fact(predicate: &str, n: u64) -> Vec<u8> {
+    let mut out = vec![0x82];
+    out.extend_from_slice(&text(predicate));
+    head(0, n, &mut out);
+    out
+}
+
+/// Padded standard base64 (RFC 4648 section 4).
+pub fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let word = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |word, (i, &b)| word | u32::from(b) << (16 - 8 * i));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[(word >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn facts_are_canonical_cbor() {
+        assert_eq!(fact("p", 1), [0x82, 0x61, 0x70, 0x01]);
+        assert_eq!(text("hit"), b"\x63hit");
+        assert_eq!(fact("p", 23)[3..], [23]);
+        assert_eq!(fact("p", 24)[3..], [0x18, 24]);
+        assert_eq!(fact("p", 255)[3..], [0x18, 255]);
+        assert_eq!(fact("p", 256)[3..], [0x19, 1, 0]);
+        assert_eq!(fact("p", 65_536)[3..], [0x1a, 0, 1, 0, 0]);
+        assert_eq!(fact("p", 1 << 32)[3..], [0x1b, 0, 0, 0, 1, 0, 0, 0, 0]);
+        assert_eq!(text(&"x".repeat(30))[..2], [0x78, 30]);
+    }
+
+    #[test]
+    fn base64_is_padded_standard() {
+        assert_eq!(base64(&[0x82, 0x61, 0x70, 0x01]), "gmFwAQ==");
+        assert_eq!(base64(b""), "");
+        assert_eq!(base64(b"f"), "Zg==");
+        assert_eq!(base64(b"fo"), "Zm8=");
+        assert_eq!(base64(b"foo"), "Zm9v");
+        assert_eq!(base64(b"foobar"), "Zm9vYmFy");
+        assert_eq!(base64(&[0xfb, 0xff]), "+/8=");
+    }
+
+    #[test]
+    fn one_in_a_thousand_is_a_hit() {
+        let hits = (0..10_000)
+            .filter(|k| built_predicate(*k, true) == "hit")
+            .count();
+        assert_eq!(hits, 10);
+        assert_eq!(built_predicate(0, false), "entry");
+    }
+}

@@ -1,0 +1,345 @@
+//! The journal's baseline: a plain heed loop in this process writing and
+//! reading the journal's rows in a fresh LMDB environment, on the same
+//! filesystem as labd's data, with LMDB's default durability (an fsync per
+//! commit).
+//!
+//! Rows, as the journal lays them out (integers big-endian):
+//! - entry: space id (16) ‖ position (8) → origin (1) ‖ batch first (8) ‖
+//!   batch last (8) ‖ fact;
+//! - head: space id (16) → cutoff (8), one write per append;
+//! - predicate index (only where a filtered read is the baseline): space id
+//!   (16) ‖ SHA-256(predicate)[..16] ‖ position (8) → empty.
+//!
+//! The three row kinds share one database behind a one-byte kind prefix,
+//! as labd's tables share one behind their names.
+
+use crate::journal::fact;
+use crate::measure::Bound;
+use anyhow::{ensure, Context, Result};
+use heed::types::Bytes;
+use heed::{Database, Env, EnvOpenOptions, RwTxn};
+use sha2::{Digest, Sha256};
+use std::ops::Bound as Edge;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Address space each environment reserves (not disk used).
+const MAP_SIZE: usize = 16 << 30;
+/// Key kinds, the first byte of every key.
+const ENTRY: u8 = b'e';
+const HEAD: u8 = b'h';
+const PREDICATE: u8 = b'p';
+/// Batches per commit while filling a journal for the read baselines
+/// (filling is not measured).
+const FILL_GROUP: usize = 64;
+
+/// A fresh LMDB environment in its own directory, removed on drop.
+pub struct Lmdb {
+    env: Env,
+    db: Database<Bytes, Bytes>,
+    dir: PathBuf,
+}
+
+impl Drop for Lmdb {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Appends written over time.
+#[derive(Clone, Copy, Default)]
+pub struct Written {
+    pub batches: u64,
+    pub facts: u64,
+    pub elapsed: Duration,
+}
+
+impl Written {
+    pub fn add(&mut self, other: Written) {
+        self.batches += other.batches;
+        self.facts += other.facts;
+        self.elapsed += other.elapsed;
+    }
+}
+
+/// Entries read over time, in pages.
+#[derive(Clone, Copy, Default)]
+pub struct Scanned {
+    pub entries: u64,
+    pub pages: u64,
+    pub elapsed: Duration,
+}
+
+/// The id of the `n`th baseline space.
+pub fn space_id(n: usize) -> [u8; 16] {
+    let digest = Sha256::digest(format!("lab-bench space {n}"));
+    digest[..16].try_into().expect("16 of 32 octets")
+}
+
+/// The predicate index's key of a predicate's canonical bytes.
+pub fn predicate_key(predicate: &[u8]) -> [u8; 16] {
+    Sha256::digest(predicate)[..16]
+        .try_into()
+        .expect("16 of 32 octets")
+}
+
+fn entry_key(space: &[u8; 16], position: u64) -> [u8; 25] {
+    let mut key = [0u8; 25];
+    key[0] = ENTRY;
+    key[1..17].copy_from_slice(space);
+    key[17..].copy_from_slice(&position.to_be_bytes());
+    key
+}
+
+fn head_key(space: &[u8; 16]) -> [u8; 17] {
+    let mut key = [0u8; 17];
+    key[0] = HEAD;
+    key[1..].copy_from_slice(space);
+    key
+}
+
+fn predicate_row(space: &[u8; 16], predicate: &[u8; 16], position: u64) -> [u8; 41] {
+    let mut key = [0u8; 41];
+    key[0] = PREDICATE;
+    key[1..17].copy_from_slice(space);
+    key[17..33].copy_from_slice(predicate);
+    key[33..].copy_from_slice(&position.to_be_bytes());
+    key
+}
+
+impl Lmdb {
+    /// A new environment in `dir`, which must not exist yet.
+    pub fn create(dir: &Path) -> Result<Lmdb> {
+        ensure!(!dir.exists(), "{} exists already", dir.display());
+        std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+        let mut options = EnvOpenOptions::new();
+        options.map_size(MAP_SIZE).max_dbs(1);
+        // SAFETY: a new directory, opened once, by this process only.
+        let env = unsafe { options.open(dir) }.context("open the baseline environment")?;
+        let mut txn = env.write_txn()?;
+        let db = env.create_database::<Bytes, Bytes>(&mut txn, Some("journal"))?;
+        txn.commit()?;
+        Ok(Lmdb {
+            env,
+            db,
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    /// One append: the batch's entries at `first..`, and the new head.
+    fn append(
+        &self,
+        txn: &mut RwTxn<'_>,
+        space: &[u8; 16],
+        first: u64,
+        facts: &[Vec<u8>],
+        value: &mut Vec<u8>,
+    ) -> Result<u64> {
+        let last = first + facts.len() as u64 - 1;
+        for (i, fact) in facts.iter().enumerate() {
+            value.clear();
+            value.push(0);
+            value.extend_from_slice(&first.to_be_bytes());
+            value.extend_from_slice(&last.to_be_bytes());
+            value.extend_from_slice(fact);
+            self.db
+                .put(txn, &entry_key(space, first + i as u64), value)?;
+        }
+        self.db.put(txn, &head_key(space), &last.to_be_bytes())?;
+        Ok(last)
+    }
+
+    /// Appends of `batch` facts, `group` appends per commit, round-robin
+    /// over `spaces` spaces, until `bound` (counted in commits); with
+    /// `nested`, each append in its own transaction nested in the commit's,
+    /// as labd's store runs them. Only the loop is timed.
+    pub fn appends(
+        &self,
+        spaces: usize,
+        batch: usize,
+        group: usize,
+        nested: bool,
+        bound: Bound,
+    ) -> Result<Written> {
+        let ids: Vec<[u8; 16]> = (0..spaces).map(space_id).collect();
+        let mut heads = vec![0u64; spaces];
+        // The heads this environment already holds, from earlier rounds.
+        {
+            let txn = self.env.read_txn()?;
+            for (id, head) in ids.iter().zip(&mut heads) {
+                if let Some(bytes) = self.db.get(&txn, &head_key(id))? {
+                    *head = u64::from_be_bytes(bytes.try_into().context("a head of 8 octets")?);
+                }
+            }
+        }
+        let facts: Vec<Vec<u8>> = (0..batch as u64).map(|i| fact("bench", i)).collect();
+        let mut value = Vec::with_capacity(64);
+        let mut next = 0usize;
+        let mut commits = 0u64;
+        let started = Instant::now();
+        while !bound.done(commits, started) {
+            let mut txn = self.env.write_txn()?;
+            for _ in 0..group {
+                let at = next % spaces;
+                let first = heads[at] + 1;
+                heads[at] = if nested {
+                    let mut inner = self.env.nested_write_txn(&mut txn)?;
+                    let last = self.append(&mut inner, &ids[at], first, &facts, &mut value)?;
+                    inner.commit()?;
+                    last
+                } else {
+                    self.append(&mut txn, &ids[at], first, &facts, &mut value)?
+                };
+                next += 1;
+            }
+            txn.commit()?;
+            commits += 1;
+        }
+        let appended = commits * group as u64;
+        Ok(Written {
+            batches: appended,
+            facts: appended * batch as u64,
+            elapsed: started.elapsed(),
+        })
+    }
+
+    /// Writes `facts` into space `space` in batches of `batch`, each entry
+    /// with its predicate index row when `index`; not timed.
+    pub fn fill(
+        &self,
+        space: &[u8; 16],
+        total: u64,
+        batch: u64,
+        index: bool,
+        fact_of: impl Fn(u64) -> (Vec<u8>, Vec<u8>),
+    ) -> Result<()> {
+        let mut value = Vec::with_capacity(64);
+        let mut k = 0u64;
+        while k < total {
+            let mut txn = self.env.write_txn()?;
+            for _ in 0..FILL_GROUP {
+                if k >= total {
+                    break;
+                }
+                let size = batch.min(total - k);
+                let made: Vec<(Vec<u8>, Vec<u8>)> = (k..k + size).map(&fact_of).collect();
+                let facts: Vec<Vec<u8>> = made.iter().map(|(f, _)| f.clone()).collect();
+                self.append(&mut txn, space, k + 1, &facts, &mut value)?;
+                if index {
+                    for (i, (_, predicate)) in made.iter().enumerate() {
+                        let row = predicate_row(space, &predicate_key(predicate), k + 1 + i as u64);
+                        self.db.put(&mut txn, &row, &[])?;
+                    }
+                }
+                k += size;
+            }
+            txn.commit()?;
+        }
+        Ok(())
+    }
+
+    /// Reads entries (0, through] of `space` in pages of `page`, a read
+    /// transaction per page, copying each entry out as a server would.
+    pub fn read_pages(&self, space: &[u8; 16], through: u64, page: usize) -> Result<Scanned> {
+        let mut scanned = Scanned::default();
+        let mut after = 0u64;
+        let started = Instant::now();
+        while after < through {
+            let txn = self.env.read_txn()?;
+            let start = entry_key(space, after + 1);
+            let end = entry_key(space, through + 1);
+            let range = (Edge::Included(&start[..]), Edge::Excluded(&end[..]));
+            let mut kept: Vec<(u64, Vec<u8>)> = Vec::with_capacity(page);
+            for row in self.db.range(&txn, &range)?.take(page) {
+                let (key, value) = row?;
+                let position = u64::from_be_bytes(key[17..25].try_into()?);
+                kept.push((position, value.to_vec()));
+            }
+            let last = kept
+                .last()
+                .map(|(p, _)| *p)
+                .context("a page without entries")?;
+            ensure!(last > after, "the baseline scan did not advance");
+            scanned.entries += kept.len() as u64;
+            scanned.pages += 1;
+            after = last;
+        }
+        scanned.elapsed = started.elapsed();
+        Ok(scanned)
+    }
+
+    /// Reads every entry of `space` in (0, through] whose predicate is
+    /// `predicate`, by its index rows, in pages of `page` matches, a read
+    /// transaction per page.
+    pub fn index_pages(
+        &self,
+        space: &[u8; 16],
+        predicate: &[u8],
+        through: u64,
+        page: usize,
+    ) -> Result<Scanned> {
+        let key = predicate_key(predicate);
+        let mut scanned = Scanned::default();
+        let mut after = 0u64;
+        let started = Instant::now();
+        loop {
+            let txn = self.env.read_txn()?;
+            let start = predicate_row(space, &key, after + 1);
+            let end = predicate_row(space, &key, through + 1);
+            let range = (Edge::Included(&start[..]), Edge::Excluded(&end[..]));
+            let mut kept: Vec<(u64, Vec<u8>)> = Vec::with_capacity(page);
+            for row in self.db.range(&txn, &range)?.take(page) {
+                let (row, _) = row?;
+                let position = u64::from_be_bytes(row[33..41].try_into()?);
+                let value = self
+                    .db
+                    .get(&txn, &entry_key(space, position))?
+                    .context("an indexed entry is missing")?;
+                kept.push((position, value.to_vec()));
+            }
+            scanned.pages += 1;
+            scanned.entries += kept.len() as u64;
+            match kept.last() {
+                Some((position, _)) if kept.len() == page => after = *position,
+                _ => break,
+            }
+        }
+        scanned.elapsed = started.elapsed();
+        Ok(scanned)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_and_reads_back() {
+        let dir = std::env::temp_dir().join(format!("lab-bench-lmdb-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let lmdb = Lmdb::create(&dir).unwrap();
+        let written = lmdb.appends(3, 2, 4, false, Bound::new(2, 60)).unwrap();
+        assert_eq!((written.batches, written.facts), (8, 16));
+        let written = lmdb.appends(3, 2, 4, true, Bound::new(2, 60)).unwrap();
+        assert_eq!((written.batches, written.facts), (8, 16));
+        let txn = lmdb.env.read_txn().unwrap();
+        let head = lmdb.db.get(&txn, &head_key(&space_id(0))).unwrap();
+        // Space 0 took appends 0, 3 and 6 of each call, two facts each.
+        assert_eq!(head, Some(&12u64.to_be_bytes()[..]));
+        drop(txn);
+        let space = space_id(7);
+        let atom = |k: u64| if k.is_multiple_of(10) { "hit" } else { "miss" };
+        lmdb.fill(&space, 1000, 128, true, |k| {
+            (fact(atom(k), k), crate::journal::text(atom(k)))
+        })
+        .unwrap();
+        let all = lmdb.read_pages(&space, 1000, 128).unwrap();
+        assert_eq!((all.entries, all.pages), (1000, 8));
+        let hits = lmdb
+            .index_pages(&space, &crate::journal::text("hit"), 1000, 64)
+            .unwrap();
+        assert_eq!((hits.entries, hits.pages), (100, 2));
+        drop(lmdb);
+        assert!(!dir.exists());
+    }
+}
