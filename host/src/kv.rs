@@ -77,15 +77,20 @@ pub struct Range {
     pub limit: u32,
 }
 
+/// (key, value) pairs.
 pub type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+/// (table, key, value) writes as a request names them.
+pub type TableWrites = Vec<(String, Vec<u8>, Vec<u8>)>;
 
 enum Op {
     Get(Vec<u8>, Reply<Option<Vec<u8>>>),
+    GetAll(Vec<Vec<u8>>, Reply<Vec<Option<Vec<u8>>>>),
     Scan(Vec<u8>, Range, Reply<Entries>),
     Put(Vec<u8>, Vec<u8>, Reply<()>),
-    PutAll(Vec<(Vec<u8>, Vec<u8>)>, Reply<()>),
+    PutAll(Entries, Reply<()>),
     Delete(Vec<u8>, Reply<bool>),
-    Commit(Reply<()>),
+    /// Writes, then the commit.
+    Commit(Entries, Reply<()>),
 }
 
 /// One request's write transaction, as the writer receives it.
@@ -193,6 +198,14 @@ impl Namespace {
             .map_err(|_| KvError::Storage("the writer stopped".into()))?;
         Ok(WriteTxn { ops: Some(ops) })
     }
+}
+
+/// Writes with their keys prefixed by their tables.
+fn full_writes(writes: TableWrites) -> Result<Entries, KvError> {
+    writes
+        .into_iter()
+        .map(|(table, key, value)| Ok((table_key(&table, &key)?, value)))
+        .collect()
 }
 
 /// `table ‖ 0x00 ‖ key`.
@@ -316,12 +329,21 @@ impl WriteTxn {
         self.call(|r| Op::Put(key, value, r)).await
     }
 
-    /// `(table, key, value)` writes in order, in one exchange with the writer.
-    pub async fn put_all(&self, writes: Vec<(String, Vec<u8>, Vec<u8>)>) -> Result<(), KvError> {
-        let writes = writes
+    /// The values of `(table, key)` pairs, in order, in one exchange.
+    pub async fn get_all(
+        &self,
+        keys: Vec<(String, Vec<u8>)>,
+    ) -> Result<Vec<Option<Vec<u8>>>, KvError> {
+        let keys = keys
             .into_iter()
-            .map(|(table, key, value)| Ok((table_key(&table, &key)?, value)))
+            .map(|(table, key)| table_key(&table, &key))
             .collect::<Result<Vec<_>, KvError>>()?;
+        self.call(|r| Op::GetAll(keys, r)).await
+    }
+
+    /// `(table, key, value)` writes in order, in one exchange with the writer.
+    pub async fn put_all(&self, writes: TableWrites) -> Result<(), KvError> {
+        let writes = full_writes(writes)?;
         self.call(|r| Op::PutAll(writes, r)).await
     }
 
@@ -332,7 +354,15 @@ impl WriteTxn {
 
     /// Commits; returns once the group holding this transaction is durable.
     pub async fn commit(&mut self) -> Result<(), KvError> {
-        let outcome = self.call(Op::Commit).await;
+        self.commit_with(Vec::new()).await
+    }
+
+    /// Writes, then commits, in one exchange with the writer.
+    pub async fn commit_with(&mut self, writes: TableWrites) -> Result<(), KvError> {
+        let outcome = match full_writes(writes) {
+            Ok(writes) => self.call(|r| Op::Commit(writes, r)).await,
+            Err(e) => Err(e),
+        };
         self.ops = None;
         outcome
     }
@@ -390,7 +420,7 @@ fn write_loop(env: &Env<WithoutTls>, queue: &sync_mpsc::Receiver<Job>, stats: &S
 /// Answers `job` when its transaction cannot start.
 fn refuse(job: Job, error: &KvError) {
     while let Ok(op) = job.ops.recv_timeout(IDLE_LIMIT) {
-        let failed = matches!(op, Op::Commit(_));
+        let failed = matches!(op, Op::Commit(..));
         answer(op, error);
         if failed {
             return;
@@ -401,11 +431,12 @@ fn refuse(job: Job, error: &KvError) {
 fn answer(op: Op, error: &KvError) {
     match op {
         Op::Get(_, r) => drop(r.send(Err(error.clone()))),
+        Op::GetAll(_, r) => drop(r.send(Err(error.clone()))),
         Op::Scan(_, _, r) => drop(r.send(Err(error.clone()))),
         Op::Put(_, _, r) => drop(r.send(Err(error.clone()))),
         Op::PutAll(_, r) => drop(r.send(Err(error.clone()))),
         Op::Delete(_, r) => drop(r.send(Err(error.clone()))),
-        Op::Commit(r) => drop(r.send(Err(error.clone()))),
+        Op::Commit(_, r) => drop(r.send(Err(error.clone()))),
     }
 }
 
@@ -427,6 +458,10 @@ fn serve(env: &Env<WithoutTls>, group: &mut RwTxn<'_>, job: Job) -> Option<Reply
         };
         match op {
             Op::Get(key, reply) => drop(reply.send(get(&txn, db, &key))),
+            Op::GetAll(keys, reply) => {
+                let values = keys.iter().map(|key| get(&txn, db, key)).collect();
+                drop(reply.send(values));
+            }
             Op::Scan(table, range, reply) => {
                 let table = String::from_utf8(table).expect("validated on the request side");
                 drop(reply.send(scan(&txn, db, &table, &range)));
@@ -442,7 +477,15 @@ fn serve(env: &Env<WithoutTls>, group: &mut RwTxn<'_>, job: Job) -> Option<Reply
                 drop(reply.send(outcome));
             }
             Op::Delete(key, reply) => drop(reply.send(db.delete(&mut txn, &key).map_err(storage))),
-            Op::Commit(reply) => {
+            Op::Commit(writes, reply) => {
+                let written = writes
+                    .iter()
+                    .try_for_each(|(key, value)| db.put(&mut txn, key, value));
+                if let Err(e) = written {
+                    // The nested transaction aborts on drop.
+                    let _ = reply.send(Err(storage(e)));
+                    return None;
+                }
                 return match txn.commit() {
                     Ok(()) => Some(reply),
                     Err(e) => {
@@ -498,6 +541,33 @@ mod tests {
         );
         assert_eq!(before.get("t", b"a").unwrap(), None);
         assert_eq!(txn.get("t", b"a").await, Err(KvError::Finished));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn batched_reads_and_a_commit_with_writes() {
+        let (dir, ns) = open("batched");
+        let mut txn = ns.write().unwrap();
+        txn.put("t", b"a", b"1".to_vec()).await.unwrap();
+        let keys = vec![
+            ("t".to_string(), b"a".to_vec()),
+            ("t".to_string(), b"b".to_vec()),
+        ];
+        assert_eq!(
+            txn.get_all(keys).await.unwrap(),
+            vec![Some(b"1".to_vec()), None]
+        );
+        txn.commit_with(vec![("t".to_string(), b"b".to_vec(), b"2".to_vec())])
+            .await
+            .unwrap();
+        let read = ns.read().unwrap();
+        assert_eq!(read.get("t", b"b").unwrap(), Some(b"2".to_vec()));
+        // A refused write aborts the whole transaction.
+        let mut txn = ns.write().unwrap();
+        txn.put("t", b"c", b"3".to_vec()).await.unwrap();
+        let too_long = vec![("t".to_string(), vec![0u8; 600], Vec::new())];
+        assert_eq!(txn.commit_with(too_long).await, Err(KvError::TooLarge));
+        assert_eq!(ns.read().unwrap().get("t", b"c").unwrap(), None);
         std::fs::remove_dir_all(dir).unwrap();
     }
 

@@ -4,7 +4,7 @@
 pub use crate::filter::Origin;
 use crate::ids::{InstanceId, RootId, SpaceId};
 use crate::refusal::Refusal;
-use lab_guest::lab::platform::kv::{self, Entry, KvError, Range, TableWrite};
+use lab_guest::lab::platform::kv::{self, Entry, KvError, Range, TableKey, TableWrite};
 
 const META: &str = "meta";
 const SPACE: &str = "space";
@@ -304,25 +304,67 @@ fn receipt_key(space: SpaceId, kind: ReceiptKind, operation_id: &str) -> Vec<u8>
     concat(&[&space.0, kind, operation_id.as_bytes()])
 }
 
-pub fn receipt(
-    r: &impl Reads,
+fn decode_receipt(bytes: &[u8]) -> Result<Receipt, Refusal> {
+    let request_digest = bytes
+        .get(..32)
+        .and_then(|d| d.try_into().ok())
+        .ok_or_else(|| corrupt("receipt"))?;
+    Ok(Receipt {
+        request_digest,
+        result: bytes[32..].to_vec(),
+    })
+}
+
+/// What a mutation decides on, read in one exchange with the writer: the
+/// receipt under its scoped operation ID, the space's cutoff and, for a
+/// `create`, the occupant of the key.
+pub struct MutationState {
+    pub receipt: Option<Receipt>,
+    pub head: Option<u64>,
+    pub child: Option<SpaceId>,
+}
+
+pub fn mutation_state(
+    txn: &kv::WriteTxn,
     space: SpaceId,
     kind: ReceiptKind,
     operation_id: &str,
-) -> Result<Option<Receipt>, Refusal> {
-    match r.get(RECEIPT, &receipt_key(space, kind, operation_id))? {
-        None => Ok(None),
-        Some(bytes) => {
-            let request_digest = bytes
-                .get(..32)
-                .and_then(|d| d.try_into().ok())
-                .ok_or_else(|| corrupt("receipt"))?;
-            Ok(Some(Receipt {
-                request_digest,
-                result: bytes[32..].to_vec(),
-            }))
-        }
+    child_key: Option<&str>,
+) -> Result<MutationState, Refusal> {
+    let mut keys = vec![
+        TableKey {
+            table: RECEIPT.into(),
+            key: receipt_key(space, kind, operation_id),
+        },
+        TableKey {
+            table: HEAD.into(),
+            key: space.0.to_vec(),
+        },
+    ];
+    if let Some(key) = child_key {
+        keys.push(TableKey {
+            table: CHILD.into(),
+            key: concat(&[&space.0, key.as_bytes()]),
+        });
     }
+    let mut values = txn.get_all(&keys).map_err(unavailable)?.into_iter();
+    let mut next = || values.next().flatten();
+    let receipt = next().map(|bytes| decode_receipt(&bytes)).transpose()?;
+    let head = next()
+        .map(|bytes| u64_at(&bytes, 0).ok_or_else(|| corrupt("head")))
+        .transpose()?;
+    let child = next()
+        .map(|bytes| {
+            id_at(&bytes, 0)
+                .map(SpaceId)
+                .ok_or_else(|| corrupt("child"))
+        })
+        .transpose()?;
+    Ok(MutationState {
+        receipt,
+        head,
+        child,
+    })
 }
 
 /// The writes of one mutation, sent to the store in one exchange.

@@ -133,6 +133,16 @@ impl kv::HostWriteTxn for RequestState {
         Ok(txn.put(&table, &key, value).await.map_err(wit_error))
     }
 
+    async fn get_all(
+        &mut self,
+        this: Resource<WriteTxn>,
+        keys: Vec<kv::TableKey>,
+    ) -> Result<Result<Vec<Option<Vec<u8>>>, kv::KvError>> {
+        let txn = self.table.get(&this)?;
+        let keys = keys.into_iter().map(|k| (k.table, k.key)).collect();
+        Ok(txn.get_all(keys).await.map_err(wit_error))
+    }
+
     async fn put_all(
         &mut self,
         this: Resource<WriteTxn>,
@@ -162,6 +172,22 @@ impl kv::HostWriteTxn for RequestState {
         }
         let txn = self.table.get_mut(&this)?;
         Ok(txn.commit().await.map_err(wit_error))
+    }
+
+    async fn commit_with(
+        &mut self,
+        this: Resource<WriteTxn>,
+        writes: Vec<kv::TableWrite>,
+    ) -> Result<Result<(), kv::KvError>> {
+        if !self.close_write(&this)? {
+            return Ok(Err(kv::KvError::Finished));
+        }
+        let txn = self.table.get_mut(&this)?;
+        let writes = writes
+            .into_iter()
+            .map(|w| (w.table, w.key, w.value))
+            .collect();
+        Ok(txn.commit_with(writes).await.map_err(wit_error))
     }
 
     async fn abort(&mut self, this: Resource<WriteTxn>) -> Result<()> {

@@ -8,7 +8,7 @@
 //! an explicit integer another). A replay answers the stored result with
 //! `replayed: true`, before any precondition is evaluated.
 
-use super::{cutoff, entry_ref_json, existing_space, identity, space_json, space_ref_json, Answer};
+use super::{entry_ref_json, existing_space, identity, space_json, space_ref_json, Answer};
 use crate::filter::predicate_key;
 use crate::ids::SpaceId;
 use crate::refusal::Refusal;
@@ -84,14 +84,21 @@ pub fn create(request: CreateRequest) -> Answer {
     };
     let txn = store::write()?;
     let parent_id = request.parent.space;
-    if let Some(receipt) =
-        store::receipt(&txn, parent_id, ReceiptKind::Create, &request.operation_id)?
-    {
+    let state = store::mutation_state(
+        &txn,
+        parent_id,
+        ReceiptKind::Create,
+        &request.operation_id,
+        Some(&request.key),
+    )?;
+    if let Some(receipt) = state.receipt {
         return replay(receipt, &digest);
     }
-    let parent_cutoff = cutoff(&txn, parent_id)?;
+    let parent_cutoff = state
+        .head
+        .ok_or_else(|| Refusal::Internal("a space without a head".into()))?;
     check_expected(request.expected_cutoff, parent_cutoff)?;
-    if store::child(&txn, parent_id, &request.key)?.is_some() {
+    if state.child.is_some() {
         return Err(Refusal::Exists(format!(
             "the key {:?} is taken under this parent",
             request.key
@@ -172,11 +179,19 @@ pub fn append(request: AppendRequest) -> Answer {
     };
     let txn = store::write()?;
     let space = request.space.space;
-    if let Some(receipt) = store::receipt(&txn, space, ReceiptKind::Append, &request.operation_id)?
-    {
+    let state = store::mutation_state(
+        &txn,
+        space,
+        ReceiptKind::Append,
+        &request.operation_id,
+        None,
+    )?;
+    if let Some(receipt) = state.receipt {
         return replay(receipt, &digest);
     }
-    let current = cutoff(&txn, space)?;
+    let current = state
+        .head
+        .ok_or_else(|| Refusal::Internal("a space without a head".into()))?;
     check_expected(request.expected_cutoff, current)?;
     let first = current + 1;
     let last = current + request.facts.len() as u64;

@@ -89,7 +89,16 @@ pub fn query(request: QueryRequest) -> Answer {
                 ));
             }
             check_size(&manifest)?;
-            validate(&txn, &identity, &manifest)?;
+            // A cursor is sealed by this instance and binds the manifest's
+            // digest: the manifest it names was captured or validated when
+            // the cursor was issued, and the tree it describes only grows.
+            let issued_with_cursor = match &request.cursor {
+                Some(text) => cursor::open_query(&key, text)?.manifest_digest == manifest.digest(),
+                None => false,
+            };
+            if !issued_with_cursor {
+                validate(&txn, &identity, &manifest)?;
+            }
             manifest
         }
         None => {
@@ -210,17 +219,22 @@ fn validate(r: &impl Reads, identity: &Identity, manifest: &Manifest) -> Result<
             )));
         }
     }
+    let throughs: std::collections::HashMap<SpaceId, u64> = manifest
+        .spaces
+        .iter()
+        .map(|l| (l.space, l.through))
+        .collect();
     let listed_cutoff = |space: SpaceId, _: &[String]| -> Result<Option<u64>, Refusal> {
-        let Some(listed) = manifest.spaces.iter().find(|l| l.space == space) else {
+        let Some(&through) = throughs.get(&space) else {
             return Ok(None);
         };
-        if !is_cutoff(r, space, listed.through, cutoff(r, space)?)? {
+        if !is_cutoff(r, space, through, cutoff(r, space)?)? {
             return Err(Refusal::invalid(
                 "snapshot.spaces",
                 "a listed cutoff is not a batch boundary",
             ));
         }
-        Ok(Some(listed.through))
+        Ok(Some(through))
     };
     let expected = walk(
         r,
