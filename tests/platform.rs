@@ -115,3 +115,42 @@ fn a_request_holds_one_write_transaction_at_a_time() {
         200
     );
 }
+
+#[test]
+fn a_service_calls_a_cohosted_service_in_process() {
+    let labd = start_probe("calls");
+    let probe = labd.bytes();
+    let health = labd.journal().get("/healthz").json();
+    let root = serde_json::json!({
+        "space": {
+            "root_id": health["identity"]["root_id"],
+            "space_id": health["identity"]["root_space_id"],
+        }
+    });
+    let answer = probe.post(
+        "/call?key=journal&value=/v1/head",
+        None,
+        root.to_string().as_bytes(),
+    );
+    assert_eq!(
+        answer.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&answer.body)
+    );
+    assert_eq!(answer.json()["cutoff"], 0);
+    // The journal's refusals come back as they are.
+    let refused = probe.post("/call?key=journal&value=/v1/head", None, b"{}");
+    refused.assert_error(400, "invalid");
+    // The call counts in the journal's metrics like any request.
+    let metrics = String::from_utf8(labd.journal_management().get("/metrics").body).unwrap();
+    assert!(
+        metrics.contains("operation=\"head\",status=\"200\"} 1"),
+        "{metrics}"
+    );
+    // Unknown services and calls to oneself are refused to the caller.
+    for service in ["nowhere", "bytes"] {
+        let answer = probe.post(&format!("/call?key={service}&value=/v1/head"), None, b"{}");
+        assert_eq!(answer.status, 502, "{service}");
+    }
+}

@@ -19,5 +19,5 @@ mod generated {
 pub use generated::exports::lab::platform::handler::{
     BodyPart, Request as WitRequest, Response as WitResponse, ServiceIdentity,
 };
-pub use generated::lab::platform::{blobs, body, clock, ids, kv, log, runtime, types};
+pub use generated::lab::platform::{blobs, body, clock, ids, kv, log, runtime, services, types};
 pub use generated::{Service, ServicePre};

@@ -1,6 +1,6 @@
 //! One HTTP request through a service component, and its response back out.
 
-use crate::bindings::{types::Header, BodyPart, WitRequest, WitResponse};
+use crate::bindings::{services, types::Header, BodyPart, WitRequest, WitResponse};
 use crate::blobstore::BlobReader;
 use crate::body::IncomingBody;
 use crate::service::Service;
@@ -145,7 +145,7 @@ async fn run(
     };
     let body = IncomingBody::new(body.map_err(|e| e.into()).boxed_unsync(), declared);
 
-    let (mut instance, _permit) = service.instantiate().await?;
+    let (mut instance, _permit) = service.instantiate(false).await?;
     let body = instance.store.data_mut().table.push(body)?;
     let handler = instance.service.lab_platform_handler();
     let wit_response = handler
@@ -250,4 +250,58 @@ fn stream_blob(
         position = end.min(position + STREAM_CHUNK as u64);
     }
     true
+}
+
+/// Answers another service's request in-process: the whole body in, the
+/// whole response out (blob slices read into it).
+pub async fn call(
+    service: &Service,
+    request: services::ServiceRequest,
+) -> anyhow::Result<services::ServiceResponse> {
+    let started = Instant::now();
+    let (path, query) = match request.target.split_once('?') {
+        Some((path, query)) => (path.to_string(), Some(query.to_string())),
+        None => (request.target, None),
+    };
+    let wit_request = WitRequest {
+        method: request.method,
+        path,
+        query,
+        headers: request.headers,
+    };
+    let length = request.body.len() as u64;
+    let body = http_body_util::Full::new(Bytes::from(request.body))
+        .map_err(|never| match never {})
+        .boxed_unsync();
+    let body = IncomingBody::new(body, Some(length));
+
+    let (mut instance, _permit) = service.instantiate(true).await?;
+    let body = instance.store.data_mut().table.push(body)?;
+    let handler = instance.service.lab_platform_handler();
+    let response = handler
+        .call_handle(&mut instance.store, &wit_request, body)
+        .await?;
+    let table = &mut instance.store.data_mut().table;
+    let mut bytes = Vec::new();
+    for part in response.body {
+        match part {
+            BodyPart::Bytes(part) => bytes.extend_from_slice(&part),
+            BodyPart::Blob(slice) => {
+                let reader = table.delete(slice.reader)?;
+                let start = bytes.len();
+                bytes.resize(start + slice.length as usize, 0);
+                let n = reader.read_at(slice.offset, &mut bytes[start..])?;
+                anyhow::ensure!(n as u64 == slice.length, "a blob slice past the blob's end");
+            }
+        }
+    }
+    let operation = response.operation.as_deref().unwrap_or("none");
+    service
+        .metrics
+        .observe_request(operation, response.status, started.elapsed());
+    Ok(services::ServiceResponse {
+        status: response.status,
+        headers: response.headers,
+        body: bytes,
+    })
 }

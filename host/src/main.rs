@@ -98,6 +98,7 @@ async fn run(settings: Settings) -> Result<()> {
     )
     .map_err(|e| anyhow::anyhow!("open the key-value store: {e}"))?;
 
+    let peers = Arc::new(capabilities::Peers::default());
     let mut services = Vec::new();
     for (plan, namespace) in plans.iter().zip(namespaces) {
         let source = match &plan.component {
@@ -109,6 +110,7 @@ async fn run(settings: Settings) -> Result<()> {
             blobs: Arc::clone(&blobs),
             blob_cap: settings.blob_cap,
             kv: namespace,
+            peers: Arc::clone(&peers),
         });
         let service = Service::start(
             env,
@@ -124,6 +126,8 @@ async fn run(settings: Settings) -> Result<()> {
         .with_context(|| format!("load the {} component", plan.name))?;
         services.push(Arc::new(service));
     }
+
+    peers.fill(&services);
 
     // Everything that can fail has; now bind.
     let mut ready = serde_json::Map::new();

@@ -121,7 +121,11 @@ impl Service {
     }
 
     /// A fresh instance of the current component, once a pool slot is free.
-    pub async fn instantiate(&self) -> Result<(Instance, tokio::sync::SemaphorePermit<'_>)> {
+    /// `nested`: the instance answers another service's call.
+    pub async fn instantiate(
+        &self,
+        nested: bool,
+    ) -> Result<(Instance, tokio::sync::SemaphorePermit<'_>)> {
         let permit = self
             .slots
             .acquire()
@@ -129,7 +133,7 @@ impl Service {
             .context("the service is shutting down")?;
         let loaded = self.loaded();
         let started = Instant::now();
-        let mut store = new_store(&self.engine, &self.env, Arc::clone(&loaded.digest));
+        let mut store = new_store(&self.engine, &self.env, Arc::clone(&loaded.digest), nested);
         let service = loaded.pre.instantiate_async(&mut store).await?;
         self.metrics.observe_instantiation(started.elapsed());
         Ok((Instance { store, service }, permit))
@@ -137,12 +141,17 @@ impl Service {
 }
 
 /// A store for one instance, limited like every request's.
-fn new_store(engine: &Engine, env: &Arc<ServiceEnv>, digest: Arc<str>) -> Store<RequestState> {
+fn new_store(
+    engine: &Engine,
+    env: &Arc<ServiceEnv>,
+    digest: Arc<str>,
+    nested: bool,
+) -> Store<RequestState> {
     let limits = StoreLimitsBuilder::new()
         .memory_size(MAX_INSTANCE_MEMORY)
         .instances(64)
         .build();
-    let state = RequestState::new(Arc::clone(env), digest, limits);
+    let state = RequestState::new(Arc::clone(env), digest, limits, nested);
     let mut store = Store::new(engine, state);
     store.limiter(|s| &mut s.limits);
     store
@@ -156,7 +165,7 @@ async fn identify_and_prepare(
     pre: &ServicePre<RequestState>,
     digest: &Arc<str>,
 ) -> Result<ServiceIdentity> {
-    let mut store = new_store(engine, env, Arc::clone(digest));
+    let mut store = new_store(engine, env, Arc::clone(digest), false);
     let instance = pre.instantiate_async(&mut store).await?;
     let handler = instance.lab_platform_handler();
     let identity = handler

@@ -9,12 +9,15 @@
 //! | `GET /kv/get?key=K` | a read transaction: the value, or 404 |
 //! | `POST /kv/increment` | read-modify-write of one counter; answers the new value |
 //! | `POST /kv/two-writers` | opens a second write transaction while one is open |
+//! | `POST /call?key=S&value=T` | sends its body to service S as `POST T` (JSON); answers the peer's status and body, or 502 with the call's error |
 
 use lab_guest::exports::lab::platform::handler::{
     BodyPart, Guest, Request, Response, ServiceIdentity,
 };
 use lab_guest::lab::platform::body::IncomingBody;
 use lab_guest::lab::platform::kv;
+use lab_guest::lab::platform::services::{self, ServiceRequest};
+use lab_guest::lab::platform::types::Header;
 use lab_kit::reply::Replier;
 
 const REPLY: Replier = Replier {
@@ -35,7 +38,7 @@ impl Guest for Probe {
         Ok(())
     }
 
-    fn handle(request: Request, _body: &IncomingBody) -> Response {
+    fn handle(request: Request, body: &IncomingBody) -> Response {
         let params =
             lab_kit::query::parse(request.query.as_deref(), &["key", "value"]).unwrap_or_default();
         let param = |i: usize| {
@@ -78,6 +81,35 @@ impl Guest for Probe {
                 match kv::begin_write() {
                     Ok(_) => text(200, "second writer opened"),
                     Err(e) => text(409, &format!("{e:?}")),
+                }
+            }
+            ("POST", "/call") => {
+                let mut bytes = Vec::new();
+                loop {
+                    let chunk = body.read(64 * 1024).expect("read the body");
+                    if chunk.is_empty() {
+                        break;
+                    }
+                    bytes.extend_from_slice(&chunk);
+                }
+                let service = String::from_utf8(param(0)).unwrap();
+                let call = ServiceRequest {
+                    method: "POST".into(),
+                    target: String::from_utf8(param(1)).unwrap(),
+                    headers: vec![Header {
+                        name: "content-type".into(),
+                        value: b"application/json".to_vec(),
+                    }],
+                    body: bytes,
+                };
+                match services::call(&service, &call) {
+                    Ok(answer) => REPLY.raw(
+                        answer.status,
+                        vec![("content-type", b"application/json".to_vec())],
+                        vec![BodyPart::Bytes(answer.body)],
+                        Some("probe"),
+                    ),
+                    Err(e) => text(502, &e),
                 }
             }
             _ => text(404, "no such probe"),

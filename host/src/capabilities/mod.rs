@@ -7,6 +7,7 @@
 mod blobs;
 mod body;
 mod kv;
+mod services;
 
 pub use blobs::PendingBlob;
 
@@ -24,6 +25,25 @@ pub struct ServiceEnv {
     pub blob_cap: u64,
     /// The service's key-value namespace.
     pub kv: crate::kv::Namespace,
+    /// The co-hosted services, reachable through `services.call`.
+    pub peers: Arc<Peers>,
+}
+
+/// Every service of the deployment by name; filled once all are loaded.
+#[derive(Default)]
+pub struct Peers(
+    std::sync::OnceLock<std::collections::HashMap<&'static str, Arc<crate::service::Service>>>,
+);
+
+impl Peers {
+    pub fn fill(&self, services: &[Arc<crate::service::Service>]) {
+        let map = services.iter().map(|s| (s.name, Arc::clone(s))).collect();
+        let _ = self.0.set(map);
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Arc<crate::service::Service>> {
+        self.0.get()?.get(name)
+    }
 }
 
 /// The store data of one request.
@@ -36,10 +56,13 @@ pub struct RequestState {
     /// Write transactions this request holds open (at most one: a second
     /// would wait behind the first forever).
     open_writes: u32,
+    /// Whether this instance answers another service's call (it may then
+    /// make none itself).
+    nested: bool,
 }
 
 impl RequestState {
-    pub fn new(env: Arc<ServiceEnv>, digest: Arc<str>, limits: StoreLimits) -> Self {
+    pub fn new(env: Arc<ServiceEnv>, digest: Arc<str>, limits: StoreLimits, nested: bool) -> Self {
         RequestState {
             table: ResourceTable::new(),
             limits,
@@ -48,6 +71,7 @@ impl RequestState {
             env,
             digest,
             open_writes: 0,
+            nested,
         }
     }
 }
