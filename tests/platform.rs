@@ -154,3 +154,71 @@ fn a_service_calls_a_cohosted_service_in_process() {
         assert_eq!(answer.status, 502, "{service}");
     }
 }
+
+#[test]
+fn a_service_hosted_elsewhere_is_called_over_http() {
+    let journal_host = Labd::start("split-journal", &["--services", "journal"]);
+    let journal_url = format!("journal=http://{}", journal_host.journal().address);
+    let probe = support::built_component("probe");
+    let caller = Labd::start(
+        "split-bytes",
+        &[
+            "--services",
+            "bytes",
+            "--bytes-component",
+            probe.to_str().unwrap(),
+            "--remote",
+            &journal_url,
+        ],
+    );
+    let health = journal_host.journal().get("/healthz").json();
+    let root = serde_json::json!({
+        "space": {
+            "root_id": health["identity"]["root_id"],
+            "space_id": health["identity"]["root_space_id"],
+        }
+    });
+    let answer = caller.bytes().post(
+        "/call?key=journal&value=/v1/head",
+        None,
+        root.to_string().as_bytes(),
+    );
+    assert_eq!(
+        answer.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&answer.body)
+    );
+    assert_eq!(answer.json()["cutoff"], 0);
+    let metrics =
+        String::from_utf8(journal_host.journal_management().get("/metrics").body).unwrap();
+    assert!(
+        metrics.contains("operation=\"head\",status=\"200\"} 1"),
+        "{metrics}"
+    );
+
+    // A remote that is not the named service is a failed call, not an answer.
+    let impostor = format!("journal=http://{}", caller.bytes_management().address);
+    let confused = Labd::start(
+        "split-wrong",
+        &[
+            "--services",
+            "bytes",
+            "--bytes-component",
+            probe.to_str().unwrap(),
+            "--remote",
+            &impostor,
+        ],
+    );
+    let answer = confused.bytes().post(
+        "/call?key=journal&value=/v1/head",
+        None,
+        root.to_string().as_bytes(),
+    );
+    assert_eq!(
+        answer.status,
+        502,
+        "{}",
+        String::from_utf8_lossy(&answer.body)
+    );
+}

@@ -19,6 +19,7 @@ mod engine;
 mod kv;
 mod management;
 mod metrics;
+mod remote;
 mod server;
 mod service;
 mod settings;
@@ -90,6 +91,21 @@ async fn run(settings: Settings) -> Result<()> {
             management: settings.journal_management_listen,
         },
     ];
+    for name in &settings.services {
+        anyhow::ensure!(
+            plans.iter().any(|p| p.name == name),
+            "--services: no service named `{name}`"
+        );
+    }
+    let remotes = settings
+        .remotes
+        .iter()
+        .map(|spec| remote::Remote::parse(spec))
+        .collect::<Result<Vec<_>>>()?;
+    let plans: Vec<Plan> = plans
+        .into_iter()
+        .filter(|p| settings.services.iter().any(|s| s == p.name))
+        .collect();
     let names: Vec<&str> = plans.iter().map(|p| p.name).collect();
     let (_kv, namespaces) = kv::KvStore::open(
         &settings.data_dir.join("lmdb"),
@@ -127,7 +143,22 @@ async fn run(settings: Settings) -> Result<()> {
         services.push(Arc::new(service));
     }
 
-    peers.fill(&services);
+    let mut reachable: std::collections::HashMap<String, capabilities::Peer> = services
+        .iter()
+        .map(|s| (s.name.to_string(), capabilities::Peer::Local(Arc::clone(s))))
+        .collect();
+    for remote in remotes {
+        anyhow::ensure!(
+            !reachable.contains_key(remote.name()),
+            "--remote {}: that service is hosted here",
+            remote.name()
+        );
+        reachable.insert(
+            remote.name().to_string(),
+            capabilities::Peer::Remote(remote),
+        );
+    }
+    peers.fill(reachable);
 
     // Everything that can fail has; now bind.
     let mut ready = serde_json::Map::new();

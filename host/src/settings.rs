@@ -52,6 +52,21 @@ pub struct Settings {
     #[arg(long, env = "LAB_JOURNAL_COMPONENT")]
     pub journal_component: Option<PathBuf>,
 
+    /// The services this labd hosts (comma-separated).
+    #[arg(
+        long,
+        env = "LAB_SERVICES",
+        value_delimiter = ',',
+        default_value = "bytes,journal"
+    )]
+    pub services: Vec<String>,
+
+    /// A service hosted elsewhere, as `NAME=URL` of its operations listener
+    /// (`journal=http://10.0.0.2:8092`); calls to it go over HTTP.
+    /// Repeatable, or comma-separated in the variable.
+    #[arg(long = "remote", env = "LAB_REMOTE", value_delimiter = ',')]
+    pub remotes: Vec<String>,
+
     /// Largest blob the bytes service accepts, in bytes.
     #[arg(long, env = "LAB_BLOB_CAP", default_value_t = 1 << 30)]
     pub blob_cap: u64,

@@ -16,10 +16,10 @@ const PROBE_LIMIT: Duration = Duration::from_secs(60);
 pub struct Labd {
     pub child: Child,
     pub data_dir: PathBuf,
-    pub bytes: SocketAddr,
-    pub bytes_management: SocketAddr,
-    pub journal: SocketAddr,
-    pub journal_management: SocketAddr,
+    bytes: Option<SocketAddr>,
+    bytes_management: Option<SocketAddr>,
+    journal: Option<SocketAddr>,
+    journal_management: Option<SocketAddr>,
     args: Vec<String>,
 }
 
@@ -89,7 +89,8 @@ impl Labd {
             assert!(started.elapsed() < PROBE_LIMIT, "labd did not become ready");
             std::thread::sleep(Duration::from_millis(10));
         };
-        let address = |s: &str, k: &str| addresses[s][k].as_str().unwrap().parse().unwrap();
+        // A service this labd does not host is absent from the ready file.
+        let address = |s: &str, k: &str| addresses[s][k].as_str().map(|a| a.parse().unwrap());
         Labd {
             bytes: address("bytes", "operations"),
             bytes_management: address("bytes", "management"),
@@ -144,28 +145,32 @@ impl Labd {
     /// A client of the bytes operations listener.
     pub fn bytes(&self) -> Client {
         Client {
-            address: self.bytes,
+            address: self.bytes.expect("this labd does not host the service"),
         }
     }
 
     /// A client of the bytes management listener.
     pub fn bytes_management(&self) -> Client {
         Client {
-            address: self.bytes_management,
+            address: self
+                .bytes_management
+                .expect("this labd does not host the service"),
         }
     }
 
     /// A client of the journal operations listener.
     pub fn journal(&self) -> Client {
         Client {
-            address: self.journal,
+            address: self.journal.expect("this labd does not host the service"),
         }
     }
 
     /// A client of the journal management listener.
     pub fn journal_management(&self) -> Client {
         Client {
-            address: self.journal_management,
+            address: self
+                .journal_management
+                .expect("this labd does not host the service"),
         }
     }
 }

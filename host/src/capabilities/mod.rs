@@ -29,19 +29,24 @@ pub struct ServiceEnv {
     pub peers: Arc<Peers>,
 }
 
-/// Every service of the deployment by name; filled once all are loaded.
+/// Every service of the deployment by name: hosted here, or reached over
+/// HTTP. Filled once, after every hosted service is loaded.
 #[derive(Default)]
-pub struct Peers(
-    std::sync::OnceLock<std::collections::HashMap<&'static str, Arc<crate::service::Service>>>,
-);
+pub struct Peers(std::sync::OnceLock<std::collections::HashMap<String, Peer>>);
+
+/// Where a service of the deployment answers.
+#[derive(Clone)]
+pub enum Peer {
+    Local(Arc<crate::service::Service>),
+    Remote(crate::remote::Remote),
+}
 
 impl Peers {
-    pub fn fill(&self, services: &[Arc<crate::service::Service>]) {
-        let map = services.iter().map(|s| (s.name, Arc::clone(s))).collect();
-        let _ = self.0.set(map);
+    pub fn fill(&self, peers: std::collections::HashMap<String, Peer>) {
+        let _ = self.0.set(peers);
     }
 
-    pub fn get(&self, name: &str) -> Option<&Arc<crate::service::Service>> {
+    pub fn get(&self, name: &str) -> Option<&Peer> {
         self.0.get()?.get(name)
     }
 }

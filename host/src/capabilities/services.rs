@@ -1,6 +1,6 @@
 //! `lab:platform/services`: requests to co-hosted services, in-process.
 
-use super::RequestState;
+use super::{Peer, RequestState};
 use crate::bindings::services;
 use crate::dispatch;
 use wasmtime::Result;
@@ -17,12 +17,11 @@ impl services::Host for RequestState {
         if service == self.env.service {
             return Ok(Err("a service does not call itself".into()));
         }
-        let Some(peer) = self.env.peers.get(&service) else {
-            return Ok(Err(format!("no service `{service}` in this deployment")));
+        let outcome = match self.env.peers.get(&service).cloned() {
+            None => return Ok(Err(format!("no service `{service}` in this deployment"))),
+            Some(Peer::Local(peer)) => dispatch::call(&peer, request).await,
+            Some(Peer::Remote(remote)) => remote.call(request).await,
         };
-        let peer = std::sync::Arc::clone(peer);
-        Ok(dispatch::call(&peer, request)
-            .await
-            .map_err(|e| format!("{e:#}")))
+        Ok(outcome.map_err(|e| format!("{e:#}")))
     }
 }
