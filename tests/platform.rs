@@ -4,6 +4,7 @@
 #[path = "support/mod.rs"]
 mod support;
 
+use std::io::Write;
 use support::Labd;
 
 fn start_probe(name: &str) -> Labd {
@@ -218,6 +219,54 @@ fn a_service_hosted_elsewhere_is_called_over_http() {
     assert_eq!(
         answer.status,
         502,
+        "{}",
+        String::from_utf8_lossy(&answer.body)
+    );
+}
+
+#[test]
+fn compute_past_the_limit_is_a_500_but_waiting_is_free() {
+    let probe = support::built_component("probe");
+    let labd = Labd::start(
+        "compute-limit",
+        &[
+            "--bytes-component",
+            probe.to_str().unwrap(),
+            "--compute-limit-ms",
+            "300",
+        ],
+    );
+    let client = labd.bytes();
+    let started = std::time::Instant::now();
+    client.get("/spin").assert_error(500, "internal");
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
+    assert_eq!(client.get("/ok").status, 200);
+
+    // A client that takes longer than the limit to send its body is not cut
+    // off: time the instance spends waiting on the host does not count.
+    let health = labd.journal().get("/healthz").json();
+    let body = serde_json::json!({
+        "space": {
+            "root_id": health["identity"]["root_id"],
+            "space_id": health["identity"]["root_space_id"],
+        }
+    })
+    .to_string();
+    let (first, rest) = body.as_bytes().split_at(10);
+    let mut stream = client.connect();
+    let head = format!(
+        "POST /call?key=journal&value=/v1/head HTTP/1.1\r\nhost: t\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(first).unwrap();
+    // The slow client: the pause is the behaviour under test.
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    stream.write_all(rest).unwrap();
+    let answer = support::read_response(&mut stream);
+    assert_eq!(
+        answer.status,
+        200,
         "{}",
         String::from_utf8_lossy(&answer.body)
     );

@@ -14,6 +14,27 @@ use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAlloc
 /// Largest linear memory a service instance may grow to.
 pub const MAX_INSTANCE_MEMORY: usize = 256 << 20;
 
+/// How often the engine's epoch advances: the granularity of compute limits
+/// and of a busy instance yielding its thread.
+pub const EPOCH_TICK: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// Advances the engine's epoch every [`EPOCH_TICK`] for as long as the
+/// process runs.
+pub fn start_epoch_ticker(engine: &Engine) -> Result<()> {
+    let engine = engine.weak();
+    std::thread::Builder::new()
+        .name("epoch-ticker".into())
+        .spawn(move || {
+            while let Some(engine) = engine.upgrade() {
+                engine.increment_epoch();
+                drop(engine);
+                std::thread::sleep(EPOCH_TICK);
+            }
+        })
+        .context("start the epoch ticker")?;
+    Ok(())
+}
+
 /// The engine for service components, with a pool of `slots` instances.
 pub fn engine(slots: u32) -> Result<Engine> {
     let mut pool = PoolingAllocationConfig::default();
@@ -31,6 +52,7 @@ pub fn engine(slots: u32) -> Result<Engine> {
     let mut config = Config::new();
     config
         .wasm_component_model(true)
+        .epoch_interruption(true)
         .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     Engine::new(&config).context("create the wasmtime engine")
 }

@@ -71,6 +71,7 @@ async fn run(settings: Settings) -> Result<()> {
     );
     let engine = engine::engine(settings.max_concurrent_requests)?;
     let linker = engine::linker(&engine)?;
+    engine::start_epoch_ticker(&engine)?;
     let blobs = Arc::new(
         blobstore::BlobStore::open(&settings.data_dir.join("blobs"))
             .context("open the blob store")?,
@@ -127,6 +128,7 @@ async fn run(settings: Settings) -> Result<()> {
             blob_cap: settings.blob_cap,
             kv: namespace,
             peers: Arc::clone(&peers),
+            compute_limit: Duration::from_millis(settings.compute_limit_ms),
         });
         let service = Service::start(
             env,

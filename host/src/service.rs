@@ -3,7 +3,7 @@
 
 use crate::bindings::{ServiceIdentity, ServicePre};
 use crate::capabilities::{RequestState, ServiceEnv};
-use crate::engine::{self, MAX_INSTANCE_MEMORY};
+use crate::engine::{self, EPOCH_TICK, MAX_INSTANCE_MEMORY};
 use crate::metrics::Metrics;
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
@@ -12,7 +12,7 @@ use tokio::sync::Semaphore;
 use wasmtime::component::Linker;
 use wasmtime::error::Context;
 use wasmtime::Result;
-use wasmtime::{Engine, Store, StoreLimitsBuilder};
+use wasmtime::{Engine, Store, StoreLimitsBuilder, UpdateDeadline};
 
 /// Where a service's component comes from.
 #[derive(Debug, Clone)]
@@ -154,6 +154,21 @@ fn new_store(
     let state = RequestState::new(Arc::clone(env), digest, limits, nested);
     let mut store = Store::new(engine, state);
     store.limiter(|s| &mut s.limits);
+    // Each epoch tick that finds the instance running WebAssembly counts
+    // against its compute budget and yields its thread to other requests;
+    // time spent waiting in host calls counts as at most one tick, so a slow
+    // upload is never cut short. Past the budget the instance traps (500).
+    let budget = env.compute_limit.as_millis() / EPOCH_TICK.as_millis();
+    let mut ticks = 0u128;
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(move |_| {
+        ticks += 1;
+        Ok(if ticks > budget {
+            UpdateDeadline::Interrupt
+        } else {
+            UpdateDeadline::Yield(1)
+        })
+    });
     store
 }
 

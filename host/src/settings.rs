@@ -81,6 +81,12 @@ pub struct Settings {
     #[arg(long, env = "LAB_MAX_CONCURRENT_REQUESTS", default_value_t = 256)]
     pub max_concurrent_requests: u32,
 
+    /// Milliseconds of WebAssembly compute one request may use (waiting on
+    /// the network or the disk does not count); past it the request is a
+    /// 500 `internal` and its instance is discarded.
+    #[arg(long, env = "LAB_COMPUTE_LIMIT_MS", default_value_t = 30_000)]
+    pub compute_limit_ms: u64,
+
     /// Seconds in-flight requests get to finish after SIGINT or SIGTERM.
     #[arg(long, env = "LAB_SHUTDOWN_GRACE", default_value_t = 30)]
     pub shutdown_grace: u64,

@@ -5,6 +5,7 @@
 //! |---|---|
 //! | `GET /ok` | 200 |
 //! | `GET /trap` | the component panics (a trap) |
+//! | `GET /spin` | the component computes for ever |
 //! | `POST /kv/put?key=K&value=V` | one write transaction: put, commit |
 //! | `GET /kv/get?key=K` | a read transaction: the value, or 404 |
 //! | `POST /kv/increment` | read-modify-write of one counter; answers the new value |
@@ -53,6 +54,12 @@ impl Guest for Probe {
         match (request.method.as_str(), request.path.as_str()) {
             ("GET", "/ok") => text(200, "ok"),
             ("GET", "/trap") => panic!("asked to trap"),
+            ("GET", "/spin") => {
+                let mut n = 0u64;
+                loop {
+                    n = std::hint::black_box(n.wrapping_add(1));
+                }
+            }
             ("POST", "/kv/put") => {
                 let txn = kv::begin_write().expect("begin");
                 txn.put(TABLE, &param(0), &param(1)).expect("put");

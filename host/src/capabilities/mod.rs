@@ -27,6 +27,8 @@ pub struct ServiceEnv {
     pub kv: crate::kv::Namespace,
     /// The co-hosted services, reachable through `services.call`.
     pub peers: Arc<Peers>,
+    /// WebAssembly compute one request may use before its instance traps.
+    pub compute_limit: std::time::Duration,
 }
 
 /// Every service of the deployment by name: hosted here, or reached over
