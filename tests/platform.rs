@@ -7,6 +7,21 @@ mod support;
 use std::io::Write;
 use support::Labd;
 
+/// The probe's call of the journal's `head`.
+const HEAD_CALL: &str = "/call?key=journal&value=/v1/head";
+
+/// A `head` request for the root space of the journal `labd` hosts.
+fn root_head_request(labd: &Labd) -> String {
+    let health = labd.journal().get("/healthz").json();
+    serde_json::json!({
+        "space": {
+            "root_id": health["identity"]["root_id"],
+            "space_id": health["identity"]["root_space_id"],
+        }
+    })
+    .to_string()
+}
+
 fn start_probe(name: &str) -> Labd {
     let probe = support::built_component("probe");
     Labd::start(name, &["--bytes-component", probe.to_str().unwrap()])
@@ -121,18 +136,8 @@ fn a_request_holds_one_write_transaction_at_a_time() {
 fn a_service_calls_a_cohosted_service_in_process() {
     let labd = start_probe("calls");
     let probe = labd.bytes();
-    let health = labd.journal().get("/healthz").json();
-    let root = serde_json::json!({
-        "space": {
-            "root_id": health["identity"]["root_id"],
-            "space_id": health["identity"]["root_space_id"],
-        }
-    });
-    let answer = probe.post(
-        "/call?key=journal&value=/v1/head",
-        None,
-        root.to_string().as_bytes(),
-    );
+    let root = root_head_request(&labd);
+    let answer = probe.post(HEAD_CALL, None, root.as_bytes());
     assert_eq!(
         answer.status,
         200,
@@ -141,7 +146,7 @@ fn a_service_calls_a_cohosted_service_in_process() {
     );
     assert_eq!(answer.json()["cutoff"], 0);
     // The journal's refusals come back as they are.
-    let refused = probe.post("/call?key=journal&value=/v1/head", None, b"{}");
+    let refused = probe.post(HEAD_CALL, None, b"{}");
     refused.assert_error(400, "invalid");
     // The call counts in the journal's metrics like any request.
     let metrics = String::from_utf8(labd.journal_management().get("/metrics").body).unwrap();
@@ -172,18 +177,8 @@ fn a_service_hosted_elsewhere_is_called_over_http() {
             &journal_url,
         ],
     );
-    let health = journal_host.journal().get("/healthz").json();
-    let root = serde_json::json!({
-        "space": {
-            "root_id": health["identity"]["root_id"],
-            "space_id": health["identity"]["root_space_id"],
-        }
-    });
-    let answer = caller.bytes().post(
-        "/call?key=journal&value=/v1/head",
-        None,
-        root.to_string().as_bytes(),
-    );
+    let root = root_head_request(&journal_host);
+    let answer = caller.bytes().post(HEAD_CALL, None, root.as_bytes());
     assert_eq!(
         answer.status,
         200,
@@ -211,11 +206,7 @@ fn a_service_hosted_elsewhere_is_called_over_http() {
             &impostor,
         ],
     );
-    let answer = confused.bytes().post(
-        "/call?key=journal&value=/v1/head",
-        None,
-        root.to_string().as_bytes(),
-    );
+    let answer = confused.bytes().post(HEAD_CALL, None, root.as_bytes());
     assert_eq!(
         answer.status,
         502,
@@ -244,18 +235,11 @@ fn compute_past_the_limit_is_a_500_but_waiting_is_free() {
 
     // A client that takes longer than the limit to send its body is not cut
     // off: time the instance spends waiting on the host does not count.
-    let health = labd.journal().get("/healthz").json();
-    let body = serde_json::json!({
-        "space": {
-            "root_id": health["identity"]["root_id"],
-            "space_id": health["identity"]["root_space_id"],
-        }
-    })
-    .to_string();
+    let body = root_head_request(&labd);
     let (first, rest) = body.as_bytes().split_at(10);
     let mut stream = client.connect();
     let head = format!(
-        "POST /call?key=journal&value=/v1/head HTTP/1.1\r\nhost: t\r\ncontent-length: {}\r\n\r\n",
+        "POST {HEAD_CALL} HTTP/1.1\r\nhost: t\r\ncontent-length: {}\r\n\r\n",
         body.len()
     );
     stream.write_all(head.as_bytes()).unwrap();

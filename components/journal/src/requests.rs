@@ -521,21 +521,25 @@ pub(crate) fn space_ref(json: Json, field: &str) -> Result<SpaceRef, Refusal> {
 }
 
 pub(crate) fn root_id(json: Json, field: &str) -> Result<RootId, Refusal> {
-    let text = string(json, field)?;
-    RootId::parse(&text).ok_or_else(|| {
-        Refusal::invalid(
-            field,
-            format!("{field:?} must be rt_ and 32 lowercase hex digits"),
-        )
-    })
+    identifier(json, field, RootId::PREFIX, RootId::parse)
 }
 
 pub(crate) fn space_id(json: Json, field: &str) -> Result<SpaceId, Refusal> {
+    identifier(json, field, SpaceId::PREFIX, SpaceId::parse)
+}
+
+/// An identifier: `prefix` and 32 lowercase hex digits.
+fn identifier<T>(
+    json: Json,
+    field: &str,
+    prefix: &str,
+    parse: fn(&str) -> Option<T>,
+) -> Result<T, Refusal> {
     let text = string(json, field)?;
-    SpaceId::parse(&text).ok_or_else(|| {
+    parse(&text).ok_or_else(|| {
         Refusal::invalid(
             field,
-            format!("{field:?} must be spc_ and 32 lowercase hex digits"),
+            format!("{field:?} must be {prefix} and 32 lowercase hex digits"),
         )
     })
 }
