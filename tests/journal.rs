@@ -416,8 +416,10 @@ impl Journal {
     }
 }
 
+/// The journal alone (no coordination service writing its world into the
+/// root), so tests see the hierarchy exactly as they built it.
 fn start(name: &str) -> (Labd, Journal) {
-    let labd = Labd::start(name, &[]);
+    let labd = Labd::start(name, &["--services", "bytes,journal"]);
     let journal = Journal::new(&labd);
     (labd, journal)
 }

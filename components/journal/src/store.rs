@@ -102,6 +102,18 @@ pub fn write() -> Result<kv::WriteTxn, Refusal> {
     kv::begin_write().map_err(unavailable)
 }
 
+/// The store's write transaction.
+pub type WriteTxn = kv::WriteTxn;
+
+/// Ends a transaction that writes nothing once everything it read is
+/// durable: its reads may have seen writes of its commit group that are
+/// not committed yet.
+pub fn settle(txn: &kv::WriteTxn) -> Result<(), Refusal> {
+    txn.commit().map_err(|e| {
+        Refusal::Unavailable(format!("the store could not confirm what it read: {e:?}"))
+    })
+}
+
 fn concat(parts: &[&[u8]]) -> Vec<u8> {
     parts.concat()
 }

@@ -83,16 +83,56 @@ pub fn create(request: CreateRequest) -> Answer {
         (identity, parent)
     };
     let txn = store::write()?;
+    let decided = decide_create(&txn, &request, &identity, parent, digest);
+    finish(&txn, decided)
+}
+
+/// What a mutation's transaction decided.
+enum Decided {
+    /// Write these and answer this result (201).
+    Commit(Writes, Value),
+    /// Answer without writing (a replay).
+    Settled(Answer),
+}
+
+/// Commits the decision. A transaction that wrote nothing still commits
+/// before its answer leaves: what it read may be another request's writes
+/// in the same group, not yet durable, and a replay, a refusal or a
+/// mismatch must never be answered from state a crash could still undo.
+fn finish(txn: &store::WriteTxn, decided: Result<Decided, Refusal>) -> Answer {
+    match decided {
+        Ok(Decided::Commit(writes, result)) => {
+            writes.commit(txn)?;
+            Ok((201, result))
+        }
+        Ok(Decided::Settled(answer)) => {
+            store::settle(txn)?;
+            answer
+        }
+        Err(refusal) => {
+            store::settle(txn)?;
+            Err(refusal)
+        }
+    }
+}
+
+fn decide_create(
+    txn: &store::WriteTxn,
+    request: &CreateRequest,
+    identity: &store::Identity,
+    parent: SpaceRecord,
+    digest: [u8; 32],
+) -> Result<Decided, Refusal> {
     let parent_id = request.parent.space;
     let state = store::mutation_state(
-        &txn,
+        txn,
         parent_id,
         ReceiptKind::Create,
         &request.operation_id,
         Some(&request.key),
     )?;
     if let Some(receipt) = state.receipt {
-        return replay(receipt, &digest);
+        return Ok(Decided::Settled(replay(receipt, &digest)));
     }
     let parent_cutoff = state
         .head
@@ -150,8 +190,7 @@ pub fn create(request: CreateRequest) -> Answer {
         &request.operation_id,
         &receipt,
     );
-    writes.commit(&txn)?;
-    Ok((201, result))
+    Ok(Decided::Commit(writes, result))
 }
 
 pub fn append(request: AppendRequest) -> Answer {
@@ -178,16 +217,22 @@ pub fn append(request: AppendRequest) -> Answer {
         identity
     };
     let txn = store::write()?;
+    let decided = decide_append(&txn, &request, &identity, &predicates, digest);
+    finish(&txn, decided)
+}
+
+fn decide_append(
+    txn: &store::WriteTxn,
+    request: &AppendRequest,
+    identity: &store::Identity,
+    predicates: &[[u8; 16]],
+    digest: [u8; 32],
+) -> Result<Decided, Refusal> {
     let space = request.space.space;
-    let state = store::mutation_state(
-        &txn,
-        space,
-        ReceiptKind::Append,
-        &request.operation_id,
-        None,
-    )?;
+    let state =
+        store::mutation_state(txn, space, ReceiptKind::Append, &request.operation_id, None)?;
     if let Some(receipt) = state.receipt {
-        return replay(receipt, &digest);
+        return Ok(Decided::Settled(replay(receipt, &digest)));
     }
     let current = state
         .head
@@ -201,7 +246,7 @@ pub fn append(request: AppendRequest) -> Answer {
         ));
     }
     let mut writes = Writes::default();
-    for (i, (fact, predicate)) in request.facts.iter().zip(&predicates).enumerate() {
+    for (i, (fact, predicate)) in request.facts.iter().zip(predicates).enumerate() {
         writes.entry(
             space,
             first + i as u64,
@@ -223,8 +268,7 @@ pub fn append(request: AppendRequest) -> Answer {
         result: serde_json::to_vec(&result).expect("JSON serializes"),
     };
     writes.receipt(space, ReceiptKind::Append, &request.operation_id, &receipt);
-    writes.commit(&txn)?;
-    Ok((201, result))
+    Ok(Decided::Commit(writes, result))
 }
 
 /// Provisions the hierarchy on the first start: root, root space, instance
