@@ -6,6 +6,13 @@
 //!   and spread over 1,000 journals, against a plain heed loop writing the
 //!   same rows ([`crate::lmdb`]): one commit per append, and for 64 clients
 //!   one commit per 64 appends (what perfect group commit would reach);
+//! - beside 64 single-fact appenders, the ceiling of a component round
+//!   trip: `head` requests/s (read-only, one read transaction, nothing
+//!   written) from 64 keep-alive clients, and the same requests answered
+//!   from memory by the native hyper server ([`crate::native`]); then the
+//!   appends' share of the head rate, the head rate against the grouped
+//!   heed loop, and whether the head rate reaches the target's share of
+//!   that loop, i.e. whether the target is reachable at zero write cost;
 //! - entries read per second, `read` pages of 128 over a 100,000-entry
 //!   journal, against heed range scans of the same rows;
 //! - a filtered read where 1 in 1,000 entries matches a predicate: the time
@@ -30,10 +37,12 @@
 
 use crate::client::{self, Conn};
 use crate::lmdb::{self, Lmdb, Written};
-use crate::measure::{percent, progress, verdict, Bound, Row};
+use crate::measure::{percent, progress, repeatable, verdict, Bound, Row};
+use crate::native::{Native, Routes};
 use anyhow::{bail, ensure, Context, Result};
+use bytes::Bytes;
 use serde_json::{json, Value};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -56,8 +65,8 @@ const TREE_CHILDREN: usize = 99;
 const ROUNDS: u32 = 2;
 /// Measured time of labd's appends per configuration (split into rounds).
 const APPEND_TIME: Duration = Duration::from_secs(2);
-/// Upper bound of appends per client and round.
-const MAX_APPENDS_PER_CLIENT: u64 = 1_000_000;
+/// Upper bound of requests per client and round of a measured run.
+const MAX_REQUESTS_PER_CLIENT: u64 = 1_000_000;
 /// The heed loop per configuration, counted in commits (split into rounds).
 const BASELINE: Bound = Bound::new(1_000_000, 1);
 /// The longest page `read` and `query` allow.
@@ -154,8 +163,9 @@ impl Api {
 }
 
 /// Runs every journal measurement against the service at `target`; the
-/// baselines' environments go under `scratch`.
-pub async fn run(target: Target, scratch: PathBuf) -> Result<Vec<Row>> {
+/// baselines' environments go under `scratch`, `threads` is the native
+/// server's worker count.
+pub async fn run(target: Target, scratch: PathBuf, threads: usize) -> Result<Vec<Row>> {
     let addr = target.operations;
     let ids = Arc::new(identity(addr).await?);
     let baselines = scratch.join("journal-baselines");
@@ -168,6 +178,7 @@ pub async fn run(target: Target, scratch: PathBuf) -> Result<Vec<Row>> {
     let filtered = create(&mut api, &ids, &root, "filtered").await?;
     let queried = create(&mut api, &ids, &root, "queried").await?;
     let spread = build_tree(addr, &ids, &tree).await?;
+    let native = native_head(addr, &ids, &one, threads).await?;
 
     let mut rows = Vec::new();
     let layouts = [
@@ -176,24 +187,66 @@ pub async fn run(target: Target, scratch: PathBuf) -> Result<Vec<Row>> {
     ];
     let mut run = 0u64;
     for (label, journals, spaces) in layouts {
-        let journals: Arc<Vec<String>> = Arc::new(
-            journals
-                .iter()
-                .map(|space| ids.space_ref(space).to_string())
-                .collect(),
-        );
+        let layout = Layout {
+            label,
+            journals: Arc::new(
+                journals
+                    .iter()
+                    .map(|space| ids.space_ref(space).to_string())
+                    .collect(),
+            ),
+            spaces,
+        };
         for batch in BATCHES {
             progress(&format!("journal: append {batch}, {label}"));
             let dir = baselines.join(format!("append-{spaces}-{batch}"));
-            rows.extend(appends(&target, &journals, label, spaces, batch, &dir, &mut run).await?);
+            let native = (batch == 1).then_some(native.addr);
+            rows.extend(appends(&target, &layout, batch, &dir, &mut run, native).await?);
         }
     }
+    drop(native);
 
     let (read_rows, fill_rate) = reads_rows(addr, &ids, &reads, &baselines).await?;
     rows.extend(read_rows);
     rows.extend(filtered_rows(addr, &ids, &filtered, &baselines, fill_rate).await?);
     rows.extend(query_rows(addr, &ids, &queried).await?);
     Ok(rows)
+}
+
+/// The native hyper server answering `POST /v1/head` with the bytes and
+/// the headers labd answered for the head of `space`, whatever the request.
+async fn native_head(addr: SocketAddr, ids: &Ids, space: &str, threads: usize) -> Result<Native> {
+    let path = "/v1/head";
+    let body = json!({ "space": ids.space_ref(space) }).to_string();
+    let mut conn = Conn::connect(addr).await?;
+    let mut answer = Vec::new();
+    let response = conn
+        .exchange(
+            &client::post_head(addr, path, "application/json", body.len()),
+            body.as_bytes(),
+            true,
+            Some(&mut answer),
+        )
+        .await?;
+    ensure!(
+        response.status == 200,
+        "head answered {}: {}",
+        response.status,
+        String::from_utf8_lossy(&answer)
+    );
+    let native = Native::start(
+        Routes {
+            bodies: HashMap::from([(path.to_string(), Bytes::from(answer))]),
+            headers: repeatable(&response.headers)?,
+        },
+        threads,
+    )?;
+    let mut api = Api::connect(native.addr).await?;
+    ensure!(
+        api.post("head", body.as_bytes(), 200).await?["cutoff"].is_u64(),
+        "the native server's head has no cutoff"
+    );
+    Ok(native)
 }
 
 /// The root from `GET /healthz`, which must come from the journal.
@@ -335,22 +388,38 @@ fn appended(answer: &Value, batch: usize) -> Result<(u64, u64)> {
     }
 }
 
-/// labd's and the baseline's append rates for one layout and batch size.
+/// Where appends go: the journals, as JSON space refs, and over how many
+/// spaces the baseline spreads the same rows.
+struct Layout {
+    label: &'static str,
+    journals: Arc<Vec<String>>,
+    spaces: usize,
+}
+
+/// labd's and the baseline's append rates for one layout and batch size;
+/// with `native`, the native hyper server's address, also the ceiling of a
+/// component round trip beside the `GROUP` appenders ([`ceiling_rows`]).
 async fn appends(
     target: &Target,
-    journals: &Arc<Vec<String>>,
-    label: &str,
-    spaces: usize,
+    layout: &Layout,
     batch: usize,
     dir: &Path,
     run: &mut u64,
+    native: Option<SocketAddr>,
 ) -> Result<Vec<Row>> {
+    let Layout {
+        label,
+        journals,
+        spaces,
+    } = layout;
+    let spaces = *spaces;
     let each = Lmdb::create(&dir.join("commit-per-append"))?;
     let grouped = Lmdb::create(&dir.join("commit-per-group"))?;
     let nested = Lmdb::create(&dir.join("nested-per-group"))?;
     let (mut single, mut group) = (Written::default(), Written::default());
     let mut group_nested = Written::default();
     let mut labd: [Load; CLIENTS.len()] = Default::default();
+    let (mut head, mut noop) = (Load::default(), Load::default());
     for _ in 0..ROUNDS {
         let bound = BASELINE.share(ROUNDS);
         single.add(tokio::task::block_in_place(|| {
@@ -367,13 +436,17 @@ async fn appends(
             let time = APPEND_TIME / ROUNDS;
             total.add(append_load(target, journals, batch, clients, time, *run).await?);
         }
+        if let Some(native) = native {
+            let time = APPEND_TIME / ROUNDS;
+            head.add(head_load(target, target.operations, journals, GROUP, time).await?);
+            noop.add(head_load(target, native, journals, GROUP, time).await?);
+        }
     }
     drop((each, grouped, nested));
     let facts = if batch == 1 { "fact" } else { "facts" };
     let mut rows = Vec::new();
     for (load, clients) in labd.iter().zip(CLIENTS) {
         let rate = &load.written;
-        let cores = |time: Duration| time.as_secs_f64() / load.wall.as_secs_f64().max(1e-9);
         let (baseline, how) = if clients == GROUP {
             (&group, format!("commit per {GROUP} appends"))
         } else {
@@ -399,9 +472,9 @@ async fn appends(
                 per_second(rate.batches, rate.elapsed),
                 per_second(rate.facts, rate.elapsed),
                 load.transactions as f64 / load.commits.max(1) as f64,
-                cores(load.cpu),
-                cores(load.writer),
-                cores(load.client),
+                load.cores(load.cpu),
+                load.cores(load.writer),
+                load.cores(load.client),
             ),
             format!(
                 "{:.0} heed, {how} (n={})",
@@ -411,6 +484,15 @@ async fn appends(
             percent(ratio),
             target,
         ));
+        if clients == GROUP && native.is_some() {
+            rows.extend(ceiling_rows(
+                label,
+                load,
+                &head,
+                &noop,
+                per_second(group.batches, group.elapsed),
+            ));
+        }
     }
     rows.push(Row::new(
         format!("  ref: heed append {batch} {facts}, {label}, nested txn each, commit per {GROUP}"),
@@ -427,6 +509,74 @@ async fn appends(
         "-".into(),
     ));
     Ok(rows)
+}
+
+/// The ceiling of a component round trip beside `GROUP` single-fact
+/// appenders (`appends`): `head`, the journal's read-only `head` from as
+/// many clients, and `noop`, the same requests to the native hyper server,
+/// which answers from memory (no component, no store); then the share of
+/// the head rate the appends reach, the head rate against the grouped heed
+/// baseline (`grouped`, appends/s), and whether the head rate, which an
+/// append could only reach if its write cost nothing, reaches the target's
+/// share of that baseline.
+fn ceiling_rows(label: &str, appends: &Load, head: &Load, noop: &Load, grouped: f64) -> Vec<Row> {
+    let rate = |load: &Load| per_second(load.written.batches, load.written.elapsed);
+    let (append_rate, head_rate, noop_rate) = (rate(appends), rate(head), rate(noop));
+    let needed = GROUPED_TARGET * grouped;
+    let reachable = head_rate >= needed;
+    vec![
+        Row::new(
+            format!(
+                "  journal head c={GROUP}, {label}: req/s (n={})",
+                head.written.batches
+            ),
+            format!(
+                "{head_rate:.0} (cpu: labd {:.2}, bench {:.2})",
+                head.cores(head.cpu),
+                head.cores(head.client)
+            ),
+            format!("{grouped:.0} heed, commit per {GROUP} appends"),
+            percent(head_rate / grouped),
+            "-".into(),
+        ),
+        Row::new(
+            format!(
+                "  native hyper no-op c={GROUP}: req/s (n={})",
+                noop.written.batches
+            ),
+            format!(
+                "{noop_rate:.0} (cpu: bench with server {:.2})",
+                noop.cores(noop.client)
+            ),
+            "-".into(),
+            "-".into(),
+            "-".into(),
+        ),
+        Row::new(
+            format!("  append 1 fact c={GROUP} / journal head c={GROUP}, {label}"),
+            format!("{append_rate:.0}"),
+            format!("{head_rate:.0} journal head c={GROUP}"),
+            percent(append_rate / head_rate),
+            "-".into(),
+        ),
+        Row::new(
+            format!(
+                "  journal head c={GROUP} / {} of heed grouped, {label}",
+                percent(GROUPED_TARGET)
+            ),
+            format!("{head_rate:.0} ({:.1} µs/req)", 1e6 / head_rate),
+            format!(
+                "{needed:.0} = {} of {grouped:.0} ({:.1} µs/append)",
+                percent(GROUPED_TARGET),
+                1e6 / needed
+            ),
+            percent(head_rate / needed),
+            format!(
+                "target reachable at zero write cost: {}",
+                if reachable { "yes" } else { "no" }
+            ),
+        ),
+    ]
 }
 
 fn per_second(count: u64, elapsed: Duration) -> f64 {
@@ -450,6 +600,11 @@ struct Load {
 }
 
 impl Load {
+    /// CPU cores `time` kept busy over the load's wall time.
+    fn cores(&self, time: Duration) -> f64 {
+        time.as_secs_f64() / self.wall.as_secs_f64().max(1e-9)
+    }
+
     fn add(&mut self, other: Load) {
         self.written.add(other.written);
         self.commits += other.commits;
@@ -568,9 +723,78 @@ async fn append_load(
         .map(|i| base64(&fact("bench", i)))
         .collect();
     let facts: Arc<str> = serde_json::to_string(&facts)?.into();
+    let journals = Arc::clone(journals);
+    let requests = Requests {
+        op: "append",
+        want: 201,
+        body: Box::new(move |client, n| {
+            let journal = &journals[(client + n as usize * clients) % journals.len()];
+            format!(
+                r#"{{"space":{journal},"facts":{facts},"operation_id":"r{run}-c{client}-{n}"}}"#
+            )
+        }),
+        check: Box::new(move |answer| appended(answer, batch).map(drop)),
+    };
+    let mut load = post_load(target, target.operations, clients, time, requests).await?;
+    load.written.facts = load.written.batches * batch as u64;
+    Ok(load)
+}
+
+/// `clients` new connections asking `addr` for the head of a journal back
+/// to back for `time`, round-robin over `journals` as [`append_load`]
+/// appends. Against labd each is a component request that reads the store
+/// in one read transaction and writes nothing; against the native server
+/// the same bytes are answered from memory.
+async fn head_load(
+    target: &Target,
+    addr: SocketAddr,
+    journals: &Arc<Vec<String>>,
+    clients: usize,
+    time: Duration,
+) -> Result<Load> {
+    let journals = Arc::clone(journals);
+    let requests = Requests {
+        op: "head",
+        want: 200,
+        body: Box::new(move |client, n| {
+            let journal = &journals[(client + n as usize * clients) % journals.len()];
+            format!(r#"{{"space":{journal}}}"#)
+        }),
+        check: Box::new(|answer| {
+            ensure!(answer["cutoff"].is_u64(), "head answered {answer}");
+            Ok(())
+        }),
+    };
+    post_load(target, addr, clients, time, requests).await
+}
+
+/// What the clients of a measured run post.
+struct Requests {
+    /// The operation, `POST /v1/<op>`, and the status it must answer.
+    op: &'static str,
+    want: u16,
+    /// The body of client `c`'s `n`th request.
+    body: Box<dyn Fn(usize, u64) -> String + Send + Sync>,
+    /// Checks an answer.
+    check: Check,
+}
+
+type Check = Box<dyn Fn(&Value) -> Result<()> + Send + Sync>;
+
+/// `clients` new keep-alive connections to `addr`, each posting `requests`
+/// back to back for `time`; the requests done (as batches) and what labd
+/// (`target`) reports over the same time.
+async fn post_load(
+    target: &Target,
+    addr: SocketAddr,
+    clients: usize,
+    time: Duration,
+    requests: Requests,
+) -> Result<Load> {
+    let requests = Arc::new(requests);
     let mut apis = Vec::with_capacity(clients);
     for _ in 0..clients {
-        apis.push(Api::connect(target.operations).await?);
+        apis.push(Api::connect(addr).await?);
     }
     let begin = Instant::now() + START_DELAY;
     let end = begin + time;
@@ -578,17 +802,17 @@ async fn append_load(
         .into_iter()
         .enumerate()
         .map(|(client, mut api)| {
-            let (journals, facts) = (Arc::clone(journals), Arc::clone(&facts));
+            let requests = Arc::clone(&requests);
             tokio::spawn(async move {
                 tokio::time::sleep_until(begin.into()).await;
                 let mut n = 0u64;
                 let mut finished = begin;
-                while Instant::now() < end && n < MAX_APPENDS_PER_CLIENT {
-                    let journal = &journals[(client + n as usize * clients) % journals.len()];
-                    let body = format!(
-                        r#"{{"space":{journal},"facts":{facts},"operation_id":"r{run}-c{client}-{n}"}}"#
-                    );
-                    appended(&api.post("append", body.as_bytes(), 201).await?, batch)?;
+                while Instant::now() < end && n < MAX_REQUESTS_PER_CLIENT {
+                    let body = (requests.body)(client, n);
+                    let answer = api
+                        .post(requests.op, body.as_bytes(), requests.want)
+                        .await?;
+                    (requests.check)(&answer)?;
                     n += 1;
                     finished = Instant::now();
                 }
@@ -606,8 +830,11 @@ async fn append_load(
         last = last.max(finished);
     }
     let mut load = before.until(&Sample::take(target).await?);
-    ensure!(written.batches > 0, "no append completed in {time:?}");
-    written.facts = written.batches * batch as u64;
+    ensure!(
+        written.batches > 0,
+        "no {} completed in {time:?}",
+        requests.op
+    );
     written.elapsed = last - begin;
     load.written = written;
     Ok(load)

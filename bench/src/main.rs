@@ -100,7 +100,7 @@ fn main() -> Result<()> {
                 rows.extend(measure::run(bytes, scratch.clone(), threads, rps_time).await?);
             }
             if only != Some(Service::Bytes) {
-                rows.extend(journal::run(journal, scratch).await?);
+                rows.extend(journal::run(journal, scratch, threads).await?);
             }
             anyhow::Ok(rows)
         }

@@ -322,7 +322,7 @@ pub(crate) fn verdict(target: &str, met: bool) -> String {
 
 /// The headers of a `labd` answer that describe the content, as opposed to
 /// the framing and the date, which hyper sets per response.
-fn repeatable(headers: &[(String, String)]) -> Result<Vec<(HeaderName, HeaderValue)>> {
+pub(crate) fn repeatable(headers: &[(String, String)]) -> Result<Vec<(HeaderName, HeaderValue)>> {
     const PER_RESPONSE: [&str; 5] = [
         "content-length",
         "date",
