@@ -12,6 +12,7 @@ use std::process::Command;
 const COMPONENTS: &[(&str, &str, Option<&str>)] = &[
     ("lab-bytes", "lab_bytes", Some("bytes")),
     ("lab-journal", "lab_journal", Some("journal")),
+    ("lab-coord", "lab_coord", Some("coord")),
     ("lab-probe", "lab_probe", None),
 ];
 

@@ -134,7 +134,17 @@ fn a_request_holds_one_write_transaction_at_a_time() {
 
 #[test]
 fn a_service_calls_a_cohosted_service_in_process() {
-    let labd = start_probe("calls");
+    // Without the coordination service, which calls the journal itself.
+    let probe = support::built_component("probe");
+    let labd = Labd::start(
+        "calls",
+        &[
+            "--services",
+            "bytes,journal",
+            "--bytes-component",
+            probe.to_str().unwrap(),
+        ],
+    );
     let probe = labd.bytes();
     let root = root_head_request(&labd);
     let answer = probe.post(HEAD_CALL, None, root.as_bytes());
@@ -254,4 +264,292 @@ fn compute_past_the_limit_is_a_500_but_waiting_is_free() {
         "{}",
         String::from_utf8_lossy(&answer.body)
     );
+}
+
+/// A labd hosting the probe as the coordination service, next to the real
+/// bytes and journal services (or, with `remote_bytes`, calling a bytes
+/// service of another labd).
+fn start_probe_as_coord(name: &str, remote_bytes: Option<&Labd>) -> Labd {
+    let probe = support::built_component("probe");
+    let mut args = vec![
+        "--coord-component".to_string(),
+        probe.to_str().unwrap().to_string(),
+    ];
+    if let Some(bytes_host) = remote_bytes {
+        args.extend([
+            "--services".to_string(),
+            "coord".to_string(),
+            "--remote".to_string(),
+            format!("bytes=http://{}", bytes_host.bytes().address),
+        ]);
+    }
+    Labd::start_in(support::temp_dir(name), args)
+}
+
+/// 64 MiB: more than any buffer on the way may hold.
+fn large_body() -> Vec<u8> {
+    support::pseudo_random(1 << 20, 64).repeat(64)
+}
+
+/// The probe forwards its own body to the bytes service's `put` and answers
+/// what the bytes service answered.
+fn forward_and_check(probe: support::Client, bytes: support::Client) {
+    let data = large_body();
+    let answer = probe.post("/forward?key=bytes&value=/v1/blobs", None, &data);
+    assert_eq!(
+        answer.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&answer.body)
+    );
+    let name = support::name_of(&data);
+    assert_eq!(answer.json()["name"], name.as_str());
+    assert_eq!(answer.json()["size"], data.len() as u64);
+    assert_eq!(bytes.stat(&[&name])[&name], data.len() as u64);
+
+    // A body of unknown length is forwarded as it comes, too.
+    let data = support::pseudo_random(3 << 20, 65);
+    let mut stream = probe.connect();
+    stream
+        .write_all(
+            b"POST /forward?key=bytes&value=/v1/blobs HTTP/1.1\r\nhost: t\r\n\
+              transfer-encoding: chunked\r\nconnection: close\r\n\r\n",
+        )
+        .unwrap();
+    for chunk in data.chunks(100_000) {
+        write!(stream, "{:x}\r\n", chunk.len()).unwrap();
+        stream.write_all(chunk).unwrap();
+        stream.write_all(b"\r\n").unwrap();
+    }
+    stream.write_all(b"0\r\n\r\n").unwrap();
+    let answer = support::read_response(&mut stream);
+    assert_eq!(answer.status, 200);
+    assert_eq!(answer.json()["name"], support::name_of(&data).as_str());
+}
+
+#[test]
+fn a_forwarded_body_streams_into_a_cohosted_service() {
+    let labd = start_probe_as_coord("forward-local", None);
+    forward_and_check(labd.coord(), labd.bytes());
+}
+
+#[test]
+fn a_forwarded_body_streams_to_a_service_hosted_elsewhere() {
+    let bytes_host = Labd::start("forward-bytes", &["--services", "bytes"]);
+    let caller = start_probe_as_coord("forward-remote", Some(&bytes_host));
+    forward_and_check(caller.coord(), bytes_host.bytes());
+}
+
+/// A client sends part of a large body through the probe's forward, waits
+/// until the bytes service is staging it, and goes away: nothing commits.
+fn break_off_forward(probe: support::Client, bytes_host: &Labd) {
+    let mut stream = probe.connect();
+    let head = format!(
+        "POST /forward?key=bytes&value=/v1/blobs HTTP/1.1\r\nhost: t\r\ncontent-length: {}\r\n\r\n",
+        64 << 20
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    stream
+        .write_all(&support::pseudo_random(4 << 20, 9))
+        .unwrap();
+    support::eventually("the bytes service stages the forwarded body", || {
+        bytes_host.staging_files() == 1
+    });
+    drop(stream);
+    support::eventually("the staged body is removed", || {
+        bytes_host.staging_files() == 0
+    });
+    assert_eq!(bytes_host.committed_blobs(), 0);
+    assert_eq!(probe.get("/ok").status, 200);
+}
+
+#[test]
+fn a_client_that_breaks_off_a_forwarded_body_leaves_no_blob() {
+    let labd = start_probe_as_coord("forward-abort-local", None);
+    break_off_forward(labd.coord(), &labd);
+
+    let bytes_host = Labd::start("forward-abort-bytes", &["--services", "bytes"]);
+    let caller = start_probe_as_coord("forward-abort-remote", Some(&bytes_host));
+    break_off_forward(caller.coord(), &bytes_host);
+}
+
+/// Fetches `target` and reads until the server closes: (status, declared
+/// length, body bytes received).
+fn fetch_until_closed(client: support::Client, target: &str) -> (u16, usize, Vec<u8>) {
+    use std::io::Read;
+    let mut stream = client.connect();
+    let request = format!("GET {target} HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut received = Vec::new();
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => received.extend_from_slice(&buf[..n]),
+        }
+    }
+    let end = received
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a response head");
+    let head = String::from_utf8(received[..end].to_vec()).unwrap();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    let length = head
+        .lines()
+        .find_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            name.eq_ignore_ascii_case("content-length")
+                .then(|| value.trim().parse().unwrap())
+        })
+        .expect("a content-length");
+    (status, length, received[end + 4..].to_vec())
+}
+
+/// The probe relays a blob of the bytes service, verified against a
+/// digest and length: the right ones give the whole body, wrong ones cut
+/// the connection before the last byte.
+fn relay_and_check(probe: support::Client, bytes: support::Client) {
+    let data = support::pseudo_random((1 << 20) + 12_345, 5);
+    let name = bytes.put(&data);
+    let sha = name.trim_start_matches("sha256:");
+    let n = data.len();
+    let relay = |sha: &str, len: usize| {
+        format!("/relay?key=bytes&value=/v1/blobs/{name}&sha={sha}&len={len}")
+    };
+
+    let (status, length, body) = fetch_until_closed(probe, &relay(sha, n));
+    assert_eq!((status, length), (200, n));
+    assert!(body == data, "the relayed body differs");
+
+    let wrong = support::name_of(b"something else");
+    let wrong = wrong.trim_start_matches("sha256:");
+    let (status, length, body) = fetch_until_closed(probe, &relay(wrong, n));
+    assert_eq!((status, length), (200, n));
+    assert!(
+        body.len() < n,
+        "a wrong digest still delivered the whole body"
+    );
+    assert_eq!(body[..], data[..body.len()]);
+
+    // The right digest, a longer announced length: the body ends short.
+    let (status, length, body) = fetch_until_closed(probe, &relay(sha, n + 1));
+    assert_eq!((status, length), (200, n + 1));
+    assert!(body.len() < n, "the whole body went out unverified");
+
+    // An empty relay is checked before the response starts.
+    let empty = bytes.put(b"");
+    let empty_sha = empty.trim_start_matches("sha256:");
+    let relay_empty =
+        |sha: &str| format!("/relay?key=bytes&value=/v1/blobs/{empty}&sha={sha}&len=0");
+    let answer = probe.get(&relay_empty(empty_sha));
+    assert_eq!((answer.status, answer.body.len()), (200, 0));
+    probe.get(&relay_empty(wrong)).assert_error(500, "internal");
+}
+
+#[test]
+fn a_relay_reaches_the_client_only_when_verified() {
+    let labd = start_probe_as_coord("relay-local", None);
+    relay_and_check(labd.coord(), labd.bytes());
+}
+
+#[test]
+fn a_relay_from_a_service_hosted_elsewhere_is_verified_too() {
+    let bytes_host = Labd::start("relay-bytes", &["--services", "bytes"]);
+    let caller = start_probe_as_coord("relay-remote", Some(&bytes_host));
+    relay_and_check(caller.coord(), bytes_host.bytes());
+}
+
+#[test]
+fn the_coordination_service_gets_its_settings_and_a_development_root_key() {
+    let labd = start_probe_as_coord("coord-key", None);
+    let key = labd.data_dir.join("state/coord/root.key");
+    let text = std::fs::read_to_string(&key).unwrap();
+    let seed = text
+        .strip_prefix("ed25519-secret:")
+        .and_then(|t| t.strip_suffix('\n'))
+        .unwrap();
+    assert_eq!(seed.len(), 64);
+    assert_eq!(
+        hex::encode(hex::decode(seed).unwrap()),
+        seed,
+        "lowercase hex"
+    );
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&key).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+
+    let seed_bytes: [u8; 32] = hex::decode(seed).unwrap().try_into().unwrap();
+    let public = ed25519_dalek::SigningKey::from_bytes(&seed_bytes).verifying_key();
+    let principal = format!("ed25519:{}", hex::encode(public.as_bytes()));
+    let setting = |labd: &Labd, name: &str| {
+        let answer = labd.coord().get(&format!("/config?key={name}"));
+        (answer.status == 200).then(|| String::from_utf8(answer.body).unwrap())
+    };
+    assert_eq!(setting(&labd, "service").as_deref(), Some("coord"));
+    assert_eq!(setting(&labd, "world").as_deref(), Some("lab"));
+    assert_eq!(setting(&labd, "root-key"), Some(principal.clone()));
+    assert_eq!(setting(&labd, "issuer-key").as_deref(), Some(seed));
+    let audience = format!("http://{}", labd.coord().address);
+    assert_eq!(setting(&labd, "audience"), Some(audience));
+
+    // A restart keeps the key.
+    let labd = labd.kill_and_restart();
+    assert_eq!(std::fs::read_to_string(&key).unwrap(), text);
+    assert_eq!(setting(&labd, "root-key"), Some(principal.clone()));
+
+    // A configured root key replaces the development key; the issuer key
+    // is then only what is configured.
+    let probe = support::built_component("probe");
+    let configured = Labd::start(
+        "coord-configured",
+        &[
+            "--coord-component",
+            probe.to_str().unwrap(),
+            "--coord-root-key",
+            &principal,
+            "--coord-world",
+            "elsewhere",
+            "--coord-audience",
+            "https://coord.example",
+        ],
+    );
+    assert_eq!(setting(&configured, "root-key"), Some(principal));
+    assert_eq!(setting(&configured, "issuer-key"), None);
+    assert_eq!(setting(&configured, "world").as_deref(), Some("elsewhere"));
+    assert_eq!(
+        setting(&configured, "audience").as_deref(),
+        Some("https://coord.example")
+    );
+    assert!(!configured.data_dir.join("state/coord/root.key").exists());
+}
+
+#[test]
+fn a_malformed_root_key_stops_labd_before_it_listens() {
+    let dir = support::temp_dir("coord-bad-key");
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_labd"))
+        .arg("--data-dir")
+        .arg(dir.join("state"))
+        .args(["--coord-root-key", "ed25519:ABCD", "--log", "off"])
+        .args([
+            "--bytes-listen",
+            "127.0.0.1:0",
+            "--bytes-management-listen",
+            "127.0.0.1:0",
+        ])
+        .args([
+            "--journal-listen",
+            "127.0.0.1:0",
+            "--journal-management-listen",
+            "127.0.0.1:0",
+        ])
+        .args([
+            "--coord-listen",
+            "127.0.0.1:0",
+            "--coord-management-listen",
+            "127.0.0.1:0",
+        ])
+        .status()
+        .unwrap();
+    assert!(!status.success());
+    let _ = std::fs::remove_dir_all(dir);
 }

@@ -12,6 +12,7 @@ mod generated {
             "lab:platform/blobs.blob-writer": crate::capabilities::PendingBlob,
             "lab:platform/kv.read-txn": crate::kv::ReadTxn,
             "lab:platform/kv.write-txn": crate::kv::WriteTxn,
+            "lab:platform/services.response-body": crate::body::PeerBody,
         },
     });
 }
@@ -19,5 +20,7 @@ mod generated {
 pub use generated::exports::lab::platform::handler::{
     BodyPart, Request as WitRequest, Response as WitResponse, ServiceIdentity,
 };
-pub use generated::lab::platform::{blobs, body, clock, ids, kv, log, runtime, services, types};
+pub use generated::lab::platform::{
+    blobs, body, clock, config, ids, kv, log, runtime, services, types,
+};
 pub use generated::{Service, ServicePre};

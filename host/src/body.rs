@@ -1,11 +1,26 @@
-//! The request body as a host resource the component reads from.
+//! Bodies as host resources a component reads from: the body of the
+//! request it handles ([`IncomingBody`]) and the body of a peer's answer
+//! ([`PeerBody`]).
+//!
+//! A body can also be handed on whole: [`IncomingBody::take_rest`] moves its
+//! unread rest into a body of its own (for a request to another service)
+//! and [`IncomingBody::restore`] puts back what that request left unread.
 
 use bytes::{Buf, Bytes};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::BodyExt;
+use hyper::body::{Body, Frame, SizeHint};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+/// Why a body transfer failed, as the host's bodies report it.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Any request body the host can hand to a component.
-pub type RawBody = UnsyncBoxBody<Bytes, Box<dyn std::error::Error + Send + Sync>>;
+pub type RawBody = UnsyncBoxBody<Bytes, BoxError>;
+
+/// What a body that was handed on reads as until it is given back.
+const HANDED_ON: &str = "the body was forwarded to another service";
 
 /// A request body read in arrival order. After a transport failure every
 /// read fails with the same reason; after the clean end every read is empty.
@@ -14,6 +29,8 @@ pub struct IncomingBody {
     pending: Bytes,
     declared: Option<u64>,
     failure: Option<String>,
+    /// Bytes handed to the reader so far (not counting `pending`).
+    consumed: u64,
 }
 
 impl IncomingBody {
@@ -23,12 +40,57 @@ impl IncomingBody {
             pending: Bytes::new(),
             declared,
             failure: None,
+            consumed: 0,
         }
     }
 
     /// The request's `content-length`, if it declared one.
     pub fn declared_length(&self) -> Option<u64> {
         self.declared
+    }
+
+    /// Moves the unread rest into a body of its own, whose declared length
+    /// is what remains of this one's. Until [`restore`](Self::restore), this
+    /// body fails every read: its bytes are elsewhere.
+    pub fn take_rest(&mut self) -> IncomingBody {
+        IncomingBody {
+            body: self.body.take(),
+            pending: std::mem::take(&mut self.pending),
+            declared: self.declared.map(|d| d.saturating_sub(self.consumed)),
+            failure: self.failure.replace(HANDED_ON.to_string()),
+            consumed: 0,
+        }
+    }
+
+    /// Puts back a rest taken by [`take_rest`](Self::take_rest), with
+    /// whatever its reader left unread (or the failure it met).
+    pub fn restore(&mut self, rest: IncomingBody) {
+        self.body = rest.body;
+        self.pending = rest.pending;
+        self.failure = rest.failure;
+        self.consumed += rest.consumed;
+    }
+
+    /// A body of `bytes`, all there already.
+    pub fn from_bytes(bytes: Vec<u8>) -> Self {
+        let length = bytes.len() as u64;
+        let body = http_body_util::Full::new(Bytes::from(bytes))
+            .map_err(|never| match never {})
+            .boxed_unsync();
+        IncomingBody::new(body, Some(length))
+    }
+
+    /// This body as a plain HTTP body (its unread bytes, then the rest of the
+    /// transfer; a failure stays a failure), sized when the length is known.
+    pub fn into_raw(self) -> RawBody {
+        let remaining = self.declared.map(|d| d.saturating_sub(self.consumed));
+        Rest {
+            pending: self.pending,
+            body: self.body,
+            failure: self.failure,
+            remaining,
+        }
+        .boxed_unsync()
     }
 
     /// Makes `pending` non-empty; false at the clean end of body.
@@ -62,6 +124,7 @@ impl IncomingBody {
             return Ok(Bytes::new());
         }
         let take = max.min(self.pending.len());
+        self.consumed += take as u64;
         Ok(self.pending.split_to(take))
     }
 
@@ -75,12 +138,14 @@ impl IncomingBody {
                 Some(at) => {
                     line.extend_from_slice(&window[..=at]);
                     self.pending.advance(at + 1);
+                    self.consumed += at as u64 + 1;
                     break;
                 }
                 None => {
                     line.extend_from_slice(window);
                     let taken = window.len();
                     self.pending.advance(taken);
+                    self.consumed += taken as u64;
                 }
             }
         }
@@ -95,7 +160,80 @@ impl IncomingBody {
             self.pending.advance(take);
             skipped += take as u64;
         }
+        self.consumed += skipped;
         Ok(skipped)
+    }
+}
+
+/// A peer service's response body (`services.response-body`), read in
+/// arrival order like a request body: a failure sticks, the clean end reads
+/// empty.
+pub struct PeerBody(IncomingBody);
+
+impl PeerBody {
+    pub fn new(body: RawBody) -> Self {
+        PeerBody(IncomingBody::new(body, None))
+    }
+
+    /// The next at most `max` bytes without copying; empty at the clean end.
+    pub async fn read(&mut self, max: usize) -> Result<Bytes, String> {
+        self.0.read(max).await
+    }
+}
+
+/// The unread rest of an [`IncomingBody`] as an HTTP body.
+struct Rest {
+    pending: Bytes,
+    body: Option<RawBody>,
+    failure: Option<String>,
+    /// What remains of the declared length, when one was declared.
+    remaining: Option<u64>,
+}
+
+impl Body for Rest {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = self.get_mut();
+        if !this.pending.is_empty() {
+            return Poll::Ready(Some(Ok(Frame::data(std::mem::take(&mut this.pending)))));
+        }
+        if let Some(reason) = this.failure.take() {
+            return Poll::Ready(Some(Err(reason.into())));
+        }
+        let Some(body) = this.body.as_mut() else {
+            return Poll::Ready(None);
+        };
+        loop {
+            match Pin::new(&mut *body).poll_frame(cx) {
+                Poll::Ready(Some(Ok(frame))) => {
+                    // Trailers are not part of the bytes handed on.
+                    if let Ok(data) = frame.into_data() {
+                        return Poll::Ready(Some(Ok(Frame::data(data))));
+                    }
+                }
+                Poll::Ready(None) => {
+                    this.body = None;
+                    return Poll::Ready(None);
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.pending.is_empty() && self.failure.is_none() && self.body.is_none()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self.remaining {
+            Some(n) => SizeHint::with_exact(n),
+            None => SizeHint::default(),
+        }
     }
 }
 
@@ -142,6 +280,52 @@ mod tests {
         assert_eq!(body.read_line(2).await.unwrap(), b"re");
         assert_eq!(body.skip(10).await.unwrap(), 2);
         assert_eq!(body.read(10).await.unwrap(), Bytes::new());
+    }
+
+    #[tokio::test]
+    async fn a_rest_handed_on_and_back_keeps_its_place() {
+        let mut body = IncomingBody::new(
+            Scripted(
+                [b"abc".as_slice(), b"defg"]
+                    .iter()
+                    .map(|c| Ok(Frame::data(Bytes::copy_from_slice(c))))
+                    .collect(),
+            )
+            .boxed_unsync(),
+            Some(7),
+        );
+        assert_eq!(body.read(2).await.unwrap(), Bytes::from_static(b"ab"));
+        let mut rest = body.take_rest();
+        assert_eq!(rest.declared_length(), Some(5));
+        assert!(body.read(1).await.is_err(), "the bytes are elsewhere");
+        assert_eq!(rest.read(2).await.unwrap(), Bytes::from_static(b"c"));
+        assert_eq!(rest.read(1).await.unwrap(), Bytes::from_static(b"d"));
+        body.restore(rest);
+        assert_eq!(body.read(10).await.unwrap(), Bytes::from_static(b"efg"));
+        assert_eq!(body.read(10).await.unwrap(), Bytes::new());
+    }
+
+    #[tokio::test]
+    async fn a_rest_as_an_http_body_is_sized_and_keeps_its_failure() {
+        let mut body = IncomingBody::new(
+            Scripted(
+                [
+                    Ok(Frame::data(Bytes::from_static(b"abcd"))),
+                    Err("reset".into()),
+                ]
+                .into_iter()
+                .collect(),
+            )
+            .boxed_unsync(),
+            Some(10),
+        );
+        assert_eq!(body.read(1).await.unwrap(), Bytes::from_static(b"a"));
+        let raw = body.take_rest().into_raw();
+        assert_eq!(raw.size_hint().exact(), Some(9));
+        let mut raw = raw;
+        let first = raw.frame().await.unwrap().unwrap().into_data().unwrap();
+        assert_eq!(first, Bytes::from_static(b"bcd"));
+        assert!(raw.frame().await.unwrap().is_err());
     }
 
     #[tokio::test]

@@ -1,8 +1,8 @@
 //! One HTTP request through a service component, and its response back out.
 
-use crate::bindings::{services, types::Header, BodyPart, WitRequest, WitResponse};
-use crate::blobstore::BlobReader;
-use crate::body::IncomingBody;
+use crate::bindings::{services, types::Header, WitRequest, WitResponse};
+use crate::body::{BoxError, IncomingBody, PeerBody};
+use crate::parts::{self, Part};
 use crate::service::Service;
 use bytes::Bytes;
 use http_body_util::BodyExt;
@@ -13,19 +13,20 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
-use tokio::sync::mpsc;
+use wasmtime::component::Resource;
 
 /// Blob bytes up to this size are read inline into the response; larger
-/// ones stream from a blocking task so a cold disk never stalls a request
-/// thread.
+/// ones stream from a producer task (see [`parts`]).
 const INLINE_BLOB_BYTES: u64 = 64 << 10;
-/// Bytes per frame of a streamed blob.
-const STREAM_CHUNK: usize = 256 << 10;
+/// Chunks a streamed response body reads ahead of the client.
+const STREAM_DEPTH: usize = 4;
+/// Chunks a peer's streamed answer reads ahead of the calling component.
+const PEER_STREAM_DEPTH: usize = 1;
 
 /// A response body: whole, or streamed from a producer task.
 pub enum ResponseBody {
     Whole(Option<Bytes>),
-    Streamed(mpsc::Receiver<std::io::Result<Bytes>>),
+    Streamed(parts::Streamed),
 }
 
 impl ResponseBody {
@@ -44,7 +45,7 @@ impl Body for ResponseBody {
     ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
         match self.get_mut() {
             ResponseBody::Whole(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
-            ResponseBody::Streamed(rx) => rx.poll_recv(cx).map(|o| o.map(|r| r.map(Frame::data))),
+            ResponseBody::Streamed(stream) => Pin::new(stream).poll_frame(cx),
         }
     }
 
@@ -152,66 +153,24 @@ async fn run(
         .call_handle(&mut instance.store, &wit_request, body)
         .await?;
     let operation = wit_response.operation.clone();
-    let response = into_http(wit_response, &mut instance.store.data_mut().table)?;
+    let response = into_http(wit_response, &mut instance.store.data_mut().table).await?;
     Ok((operation, response))
 }
 
-/// Builds the HTTP response, taking ownership of the blob readers the
-/// component handed over so they outlive its instance.
-fn into_http(
+/// Builds the HTTP response, taking ownership of the blob readers and peer
+/// bodies the component handed over so they outlive its instance.
+async fn into_http(
     response: WitResponse,
     table: &mut wasmtime::component::ResourceTable,
 ) -> anyhow::Result<HttpResponse> {
-    enum Part {
-        Bytes(Bytes),
-        Blob(BlobReader, u64, u64),
-    }
-    let mut parts = Vec::with_capacity(response.body.len());
-    let mut blob_bytes = 0u64;
-    for part in response.body {
-        match part {
-            BodyPart::Bytes(bytes) => parts.push(Part::Bytes(bytes.into())),
-            BodyPart::Blob(slice) => {
-                let reader = table.delete(slice.reader)?;
-                let end = slice.offset.checked_add(slice.length);
-                anyhow::ensure!(
-                    end.is_some_and(|e| e <= reader.size()),
-                    "a blob slice past the blob's end"
-                );
-                blob_bytes += slice.length;
-                parts.push(Part::Blob(reader, slice.offset, slice.length));
-            }
-        }
-    }
-
-    let body = if blob_bytes <= INLINE_BLOB_BYTES {
-        let mut whole = Vec::new();
-        for part in parts {
-            match part {
-                Part::Bytes(bytes) => whole.extend_from_slice(&bytes),
-                Part::Blob(reader, offset, length) => {
-                    let start = whole.len();
-                    whole.resize(start + length as usize, 0);
-                    let n = reader.read_at(offset, &mut whole[start..])?;
-                    anyhow::ensure!(n as u64 == length, "a blob shrank while being read");
-                }
-            }
-        }
-        ResponseBody::whole(whole)
+    let parts = parts::take(response.body, table)?;
+    let parts = parts::verify_empty_relays(parts)
+        .await
+        .map_err(|e| anyhow::anyhow!("refusing the response: {e}"))?;
+    let body = if parts::small(&parts, INLINE_BLOB_BYTES) {
+        ResponseBody::whole(parts::read_whole(parts)?)
     } else {
-        let (tx, rx) = mpsc::channel(4);
-        tokio::task::spawn_blocking(move || {
-            for part in parts {
-                let sent = match part {
-                    Part::Bytes(bytes) => tx.blocking_send(Ok(bytes)).is_ok(),
-                    Part::Blob(reader, offset, length) => stream_blob(&tx, &reader, offset, length),
-                };
-                if !sent {
-                    return;
-                }
-            }
-        });
-        ResponseBody::Streamed(rx)
+        ResponseBody::Streamed(parts::stream(parts, STREAM_DEPTH))
     };
 
     let mut http = hyper::Response::new(body);
@@ -225,83 +184,112 @@ fn into_http(
     Ok(http)
 }
 
-/// Sends `length` bytes of the blob from `offset`; false once the client is
-/// gone or the read failed (the failure ends the body early, which the
-/// client sees as a broken transfer, never as a short success).
-fn stream_blob(
-    tx: &mpsc::Sender<std::io::Result<Bytes>>,
-    reader: &BlobReader,
-    offset: u64,
-    length: u64,
-) -> bool {
-    let mut position = offset;
-    let end = offset + length;
-    while position < end {
-        let mut chunk = vec![0u8; (end - position).min(STREAM_CHUNK as u64) as usize];
-        let outcome = match reader.read_at(position, &mut chunk) {
-            Ok(n) if n == chunk.len() => Ok(Bytes::from(chunk)),
-            Ok(_) => Err(std::io::Error::other("a blob shrank while being read")),
-            Err(e) => Err(e),
-        };
-        let failed = outcome.is_err();
-        if tx.blocking_send(outcome).is_err() || failed {
-            return false;
-        }
-        position = end.min(position + STREAM_CHUNK as u64);
-    }
-    true
+/// The head of a request from one service to another.
+pub struct CallHead {
+    pub method: String,
+    /// The path with its query string.
+    pub target: String,
+    pub headers: Vec<Header>,
 }
 
-/// Answers another service's request in-process: the whole body in, the
-/// whole response out (blob slices read into it).
+/// A co-hosted service's answer to a call, its body not yet read.
+pub struct Answer {
+    pub status: u16,
+    pub headers: Vec<Header>,
+    parts: Vec<Part>,
+}
+
+/// Answers another service's request in-process, its body read whole.
 pub async fn call(
     service: &Service,
     request: services::ServiceRequest,
 ) -> anyhow::Result<services::ServiceResponse> {
-    let started = Instant::now();
-    let (path, query) = match request.target.split_once('?') {
-        Some((path, query)) => (path.to_string(), Some(query.to_string())),
-        None => (request.target, None),
-    };
-    let wit_request = WitRequest {
+    let head = CallHead {
         method: request.method,
-        path,
-        query,
+        target: request.target,
         headers: request.headers,
     };
-    let length = request.body.len() as u64;
-    let body = http_body_util::Full::new(Bytes::from(request.body))
-        .map_err(|never| match never {})
-        .boxed_unsync();
-    let body = IncomingBody::new(body, Some(length));
-
-    let (mut instance, _permit) = service.instantiate(true).await?;
-    let body = instance.store.data_mut().table.push(body)?;
-    let handler = instance.service.lab_platform_handler();
-    let response = handler
-        .call_handle(&mut instance.store, &wit_request, body)
-        .await?;
-    let table = &mut instance.store.data_mut().table;
-    let mut bytes = Vec::new();
-    for part in response.body {
-        match part {
-            BodyPart::Bytes(part) => bytes.extend_from_slice(&part),
-            BodyPart::Blob(slice) => {
-                let reader = table.delete(slice.reader)?;
-                let start = bytes.len();
-                bytes.resize(start + slice.length as usize, 0);
-                let n = reader.read_at(slice.offset, &mut bytes[start..])?;
-                anyhow::ensure!(n as u64 == slice.length, "a blob slice past the blob's end");
-            }
-        }
-    }
-    let operation = response.operation.as_deref().unwrap_or("none");
-    service
-        .metrics
-        .observe_request(operation, response.status, started.elapsed());
+    let (answer, _) = answer_call(service, head, IncomingBody::from_bytes(request.body)).await;
+    let answer = answer?;
     Ok(services::ServiceResponse {
-        status: response.status,
-        headers: response.headers,
-        body: bytes,
+        status: answer.status,
+        headers: answer.headers,
+        body: parts::read_whole(answer.parts)?,
     })
+}
+
+/// Answers another service's request in-process, both bodies streamed:
+/// the callee reads `body` as its request body, and its answer's parts are
+/// read lazily through the returned [`PeerBody`].
+///
+/// `body` comes back with whatever the callee left unread (none when it
+/// was lost with a failed instance).
+pub async fn call_streaming(
+    service: &Service,
+    head: CallHead,
+    body: IncomingBody,
+) -> (
+    anyhow::Result<(u16, Vec<Header>, PeerBody)>,
+    Option<IncomingBody>,
+) {
+    let (answer, body) = answer_call(service, head, body).await;
+    let answer = answer.map(|answer| {
+        let stream = parts::stream(answer.parts, PEER_STREAM_DEPTH);
+        let peer = PeerBody::new(stream.map_err(BoxError::from).boxed_unsync());
+        (answer.status, answer.headers, peer)
+    });
+    (answer, body)
+}
+
+/// Runs one call through a fresh instance of `service`, marked nested (it
+/// may make no call itself), and counts it in the service's metrics.
+async fn answer_call(
+    service: &Service,
+    head: CallHead,
+    body: IncomingBody,
+) -> (anyhow::Result<Answer>, Option<IncomingBody>) {
+    let started = Instant::now();
+    let (path, query) = match head.target.split_once('?') {
+        Some((path, query)) => (path.to_string(), Some(query.to_string())),
+        None => (head.target, None),
+    };
+    let wit_request = WitRequest {
+        method: head.method,
+        path,
+        query,
+        headers: head.headers,
+    };
+    let (mut instance, _permit) = match service.instantiate(true).await {
+        Ok(ready) => ready,
+        Err(e) => return (Err(e.into()), Some(body)),
+    };
+    let resource = match instance.store.data_mut().table.push(body) {
+        Ok(resource) => resource,
+        Err(e) => return (Err(e.into()), None),
+    };
+    let rep = resource.rep();
+    let handler = instance.service.lab_platform_handler();
+    let outcome = handler
+        .call_handle(&mut instance.store, &wit_request, resource)
+        .await;
+    let table = &mut instance.store.data_mut().table;
+    // The body was lent to the instance; it is the host's again.
+    let body = table.delete(Resource::<IncomingBody>::new_own(rep)).ok();
+    let answer = outcome.map_err(anyhow::Error::from).and_then(|response| {
+        let operation = response.operation.as_deref().unwrap_or("none");
+        service
+            .metrics
+            .observe_request(operation, response.status, started.elapsed());
+        let parts = parts::take(response.body, table)?;
+        anyhow::ensure!(
+            !parts.iter().any(|p| matches!(p, Part::Relay { .. })),
+            "a relay in the answer to a call"
+        );
+        Ok(Answer {
+            status: response.status,
+            headers: response.headers,
+            parts,
+        })
+    });
+    (answer, body)
 }

@@ -1,7 +1,9 @@
 //! The wasmtime engine, the linker and compiled components: built once at
 //! start (and at hot swap), never per request.
 
-use crate::bindings::{blobs, body, clock, ids, kv, log, runtime, services, types, ServicePre};
+use crate::bindings::{
+    blobs, body, clock, config, ids, kv, log, runtime, services, types, ServicePre,
+};
 use crate::capabilities::RequestState;
 use sha2::{Digest, Sha256};
 use std::hash::{Hash, Hasher};
@@ -71,6 +73,7 @@ pub fn linker(engine: &Engine) -> Result<Linker<RequestState>> {
     ids::add_to_linker::<_, Own>(&mut linker, |s| s)?;
     log::add_to_linker::<_, Own>(&mut linker, |s| s)?;
     runtime::add_to_linker::<_, Own>(&mut linker, |s| s)?;
+    config::add_to_linker::<_, Own>(&mut linker, |s| s)?;
     services::add_to_linker::<_, Own>(&mut linker, |s| s)?;
     Ok(linker)
 }

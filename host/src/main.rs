@@ -3,10 +3,15 @@
 //! - [`settings`]: flags and environment variables.
 //! - [`engine`]: wasmtime engine, linker, compiled components and their cache.
 //! - [`bindings`]: the host side of `wit/`.
-//! - [`capabilities`]: what components import (bodies, blobs, clock, ids, log, runtime).
-//! - [`body`], [`blobstore`]: request bodies and blob files.
+//! - [`capabilities`]: what components import (bodies, blobs, kv, clock,
+//!   ids, log, runtime, config, services).
+//! - [`body`], [`blobstore`], [`kv`]: request and peer bodies, blob files,
+//!   the key-value store.
 //! - [`service`]: a hosted service and its swappable component.
-//! - [`dispatch`]: one HTTP request through a component.
+//! - [`dispatch`]: one HTTP request (or one call between services) through
+//!   a component; [`parts`], [`relay`]: response bodies out.
+//! - [`remote`]: services hosted by another labd.
+//! - [`coord`], [`keys`]: the coordination service's settings and keys.
 //! - [`server`]: listeners and graceful shutdown.
 //! - [`management`], [`metrics`]: the management listener.
 
@@ -14,11 +19,15 @@ mod bindings;
 mod blobstore;
 mod body;
 mod capabilities;
+mod coord;
 mod dispatch;
 mod engine;
+mod keys;
 mod kv;
 mod management;
 mod metrics;
+mod parts;
+mod relay;
 mod remote;
 mod server;
 mod service;
@@ -29,7 +38,7 @@ mod components {
 }
 
 use anyhow::{Context, Result};
-use capabilities::ServiceEnv;
+use capabilities::{Peer, ServiceConfig, ServiceEnv};
 use clap::Parser;
 use service::{ComponentSource, Service};
 use settings::Settings;
@@ -91,6 +100,13 @@ async fn run(settings: Settings) -> Result<()> {
             listen: settings.journal_listen,
             management: settings.journal_management_listen,
         },
+        Plan {
+            name: "coord",
+            embedded: components::COORD,
+            component: settings.coord_component.clone(),
+            listen: settings.coord_listen,
+            management: settings.coord_management_listen,
+        },
     ];
     for name in &settings.services {
         anyhow::ensure!(
@@ -103,11 +119,18 @@ async fn run(settings: Settings) -> Result<()> {
         .iter()
         .map(|spec| remote::Remote::parse(spec))
         .collect::<Result<Vec<_>>>()?;
+    // Plan order is start order: a service may call the ones before it
+    // while it prepares.
     let plans: Vec<Plan> = plans
         .into_iter()
         .filter(|p| settings.services.iter().any(|s| s == p.name))
         .collect();
     let names: Vec<&str> = plans.iter().map(|p| p.name).collect();
+    let coord = if names.contains(&"coord") {
+        Some(coord::CoordSettings::resolve(&settings).context("the coordination keys")?)
+    } else {
+        None
+    };
     let (_kv, namespaces) = kv::KvStore::open(
         &settings.data_dir.join("lmdb"),
         settings.lmdb_map_size,
@@ -115,19 +138,49 @@ async fn run(settings: Settings) -> Result<()> {
     )
     .map_err(|e| anyhow::anyhow!("open the key-value store: {e}"))?;
 
+    // The remotes are reachable first, then each hosted service as it
+    // starts (see `capabilities::Peers`).
     let peers = Arc::new(capabilities::Peers::default());
-    let mut services = Vec::new();
-    for (plan, namespace) in plans.iter().zip(namespaces) {
+    for remote in remotes {
+        let name = remote.name().to_string();
+        anyhow::ensure!(
+            !names.contains(&name.as_str()),
+            "--remote {name}: that service is hosted here"
+        );
+        anyhow::ensure!(
+            peers.add(&name, Peer::Remote(remote)),
+            "--remote {name}: named twice"
+        );
+    }
+    // Every listener is bound before any service starts, so that a setting
+    // derived from a bound address (the coordination service's default
+    // audience) is known to `prepare`. Nothing is served (and the ready
+    // file is not written) until every service has started.
+    let mut bound = Vec::new();
+    for plan in &plans {
+        bound.push((bind(plan.listen).await?, bind(plan.management).await?));
+    }
+
+    let mut ready = serde_json::Map::new();
+    let mut listeners = Vec::new();
+    for ((plan, namespace), (operations, management)) in plans.iter().zip(namespaces).zip(bound) {
         let source = match &plan.component {
             Some(path) => ComponentSource::File(path.clone()),
             None => ComponentSource::Embedded(plan.embedded),
         };
+        // Every service learns the name it is hosted under; the rest is
+        // per service.
+        let config = ServiceConfig::new([("service".to_string(), plan.name.to_string())]);
+        if let (Some(coord), "coord") = (&coord, plan.name) {
+            coord.configure(&config, operations.local_addr()?);
+        }
         let env = Arc::new(ServiceEnv {
             service: plan.name,
             blobs: Arc::clone(&blobs),
             blob_cap: settings.blob_cap,
             kv: namespace,
             peers: Arc::clone(&peers),
+            config: Arc::new(config),
             compute_limit: Duration::from_millis(settings.compute_limit_ms),
         });
         let service = Service::start(
@@ -142,32 +195,9 @@ async fn run(settings: Settings) -> Result<()> {
         .await
         .map_err(anyhow::Error::from)
         .with_context(|| format!("load the {} component", plan.name))?;
-        services.push(Arc::new(service));
-    }
-
-    let mut reachable: std::collections::HashMap<String, capabilities::Peer> = services
-        .iter()
-        .map(|s| (s.name.to_string(), capabilities::Peer::Local(Arc::clone(s))))
-        .collect();
-    for remote in remotes {
-        anyhow::ensure!(
-            !reachable.contains_key(remote.name()),
-            "--remote {}: that service is hosted here",
-            remote.name()
-        );
-        reachable.insert(
-            remote.name().to_string(),
-            capabilities::Peer::Remote(remote),
-        );
-    }
-    peers.fill(reachable);
-
-    // Everything that can fail has; now bind.
-    let mut ready = serde_json::Map::new();
-    let mut listeners = Vec::new();
-    for (plan, service) in plans.iter().zip(&services) {
-        let operations = bind(plan.listen).await?;
-        let management = bind(plan.management).await?;
+        let service = Arc::new(service);
+        // Reachable by the services that start after it.
+        peers.add(plan.name, Peer::Local(Arc::clone(&service)));
         ready.insert(
             plan.name.to_string(),
             serde_json::json!({
@@ -180,7 +210,7 @@ async fn run(settings: Settings) -> Result<()> {
             digest = &*service.loaded().digest,
             "loaded"
         );
-        listeners.push((Arc::clone(service), operations, management));
+        listeners.push((service, operations, management));
     }
     let ready = serde_json::Value::Object(ready);
     tracing::info!(%ready, "listening");

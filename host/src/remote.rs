@@ -2,9 +2,12 @@
 
 use crate::bindings::services::{ServiceRequest, ServiceResponse};
 use crate::bindings::types::Header;
+use crate::body::{BoxError, PeerBody, RawBody};
+use crate::dispatch::CallHead;
 use anyhow::{bail, Context, Result};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
 use hyper::header::{HeaderName, HeaderValue};
 use tokio::net::TcpStream;
 
@@ -49,6 +52,49 @@ impl Remote {
 
     /// One request and its whole answer, on a connection of its own.
     pub async fn call(&self, request: ServiceRequest) -> Result<ServiceResponse> {
+        let head = CallHead {
+            method: request.method,
+            target: request.target,
+            headers: request.headers,
+        };
+        let body = Full::new(Bytes::from(request.body))
+            .map_err(|never| match never {})
+            .boxed_unsync();
+        let answer = self.send(head, body).await?;
+        let (status, headers) = head_of(&answer);
+        let body = Limited::new(answer.into_body(), MAX_ANSWER_BYTES)
+            .collect()
+            .await
+            .map_err(|e| anyhow::anyhow!("reading the answer of {}: {e}", self.name))?
+            .to_bytes();
+        Ok(ServiceResponse {
+            status,
+            headers,
+            body: body.to_vec(),
+        })
+    }
+
+    /// One request with `body` streamed out as it arrives (sized when its
+    /// length is known, chunked otherwise), and the answer's head; the
+    /// answer's body is read as it arrives, on the same connection. A body
+    /// that breaks off aborts the request: the remote sees a broken
+    /// transfer, never a short complete one.
+    pub async fn call_streaming(
+        &self,
+        head: CallHead,
+        body: RawBody,
+    ) -> Result<(u16, Vec<Header>, PeerBody)> {
+        let answer = self.send(head, body).await?;
+        let (status, headers) = head_of(&answer);
+        let body = answer.into_body().map_err(BoxError::from).boxed_unsync();
+        Ok((status, headers, PeerBody::new(body)))
+    }
+
+    /// Sends one request on a connection of its own and checks that the
+    /// answer names this service. The host frames the body: a
+    /// `content-length` or `transfer-encoding` among `head.headers` is
+    /// dropped.
+    async fn send(&self, head: CallHead, body: RawBody) -> Result<hyper::Response<Incoming>> {
         let stream = TcpStream::connect(&self.authority)
             .await
             .with_context(|| format!("connect to {} at {}", self.name, self.authority))?;
@@ -59,17 +105,17 @@ impl Remote {
             let _ = connection.await;
         });
         let mut outgoing = hyper::Request::builder()
-            .method(request.method.as_str())
-            .uri(format!("{}{}", self.base_path, request.target))
+            .method(head.method.as_str())
+            .uri(format!("{}{}", self.base_path, head.target))
             .header(hyper::header::HOST, &self.authority);
-        for header in &request.headers {
-            outgoing = outgoing.header(
-                HeaderName::from_bytes(header.name.as_bytes())?,
-                HeaderValue::from_bytes(&header.value)?,
-            );
+        for header in &head.headers {
+            let name = HeaderName::from_bytes(header.name.as_bytes())?;
+            if name == hyper::header::CONTENT_LENGTH || name == hyper::header::TRANSFER_ENCODING {
+                continue;
+            }
+            outgoing = outgoing.header(name, HeaderValue::from_bytes(&header.value)?);
         }
-        let outgoing = outgoing.body(Full::new(Bytes::from(request.body)))?;
-        let answer = sender.send_request(outgoing).await?;
+        let answer = sender.send_request(outgoing.body(body)?).await?;
         let served_by = answer
             .headers()
             .get("lab-service")
@@ -82,26 +128,21 @@ impl Remote {
                 self.name
             );
         }
-        let status = answer.status().as_u16();
-        let headers = answer
-            .headers()
-            .iter()
-            .map(|(name, value)| Header {
-                name: name.as_str().to_string(),
-                value: value.as_bytes().to_vec(),
-            })
-            .collect();
-        let body = Limited::new(answer.into_body(), MAX_ANSWER_BYTES)
-            .collect()
-            .await
-            .map_err(|e| anyhow::anyhow!("reading the answer of {}: {e}", self.name))?
-            .to_bytes();
-        Ok(ServiceResponse {
-            status,
-            headers,
-            body: body.to_vec(),
-        })
+        Ok(answer)
     }
+}
+
+/// An answer's status and headers, as WIT carries them.
+fn head_of(answer: &hyper::Response<Incoming>) -> (u16, Vec<Header>) {
+    let headers = answer
+        .headers()
+        .iter()
+        .map(|(name, value)| Header {
+            name: name.as_str().to_string(),
+            value: value.as_bytes().to_vec(),
+        })
+        .collect();
+    (answer.status().as_u16(), headers)
 }
 
 #[cfg(test)]

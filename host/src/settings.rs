@@ -4,8 +4,8 @@ use clap::Parser;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-/// labd: serves the bytes and journal services (and, as it lands, the
-/// coordination service) from WebAssembly components.
+/// labd: serves the bytes, journal and coordination services from
+/// WebAssembly components.
 #[derive(Debug, Clone, Parser)]
 #[command(name = "labd", version)]
 pub struct Settings {
@@ -52,12 +52,53 @@ pub struct Settings {
     #[arg(long, env = "LAB_JOURNAL_COMPONENT")]
     pub journal_component: Option<PathBuf>,
 
-    /// The services this labd hosts (comma-separated).
+    /// Operations listener of the coordination service.
+    #[arg(long, env = "LAB_COORD_LISTEN", default_value = "127.0.0.1:8094")]
+    pub coord_listen: SocketAddr,
+
+    /// Management listener of the coordination service.
+    #[arg(
+        long,
+        env = "LAB_COORD_MANAGEMENT_LISTEN",
+        default_value = "127.0.0.1:8095"
+    )]
+    pub coord_management_listen: SocketAddr,
+
+    /// A coordination component to run instead of the built-in one; the
+    /// management listener's `POST /reload` reads it again.
+    #[arg(long, env = "LAB_COORD_COMPONENT")]
+    pub coord_component: Option<PathBuf>,
+
+    /// The world the coordination service keeps (its journal space).
+    #[arg(long, env = "LAB_COORD_WORLD", default_value = "lab")]
+    pub coord_world: String,
+
+    /// The root principal the coordination service trusts: `ed25519:` and
+    /// 64 lowercase hex digits of its public key [default: the development
+    /// root key, `<data-dir>/coord/root.key`, created on the first start].
+    #[arg(long, env = "LAB_COORD_ROOT_KEY")]
+    pub coord_root_key: Option<String>,
+
+    /// With `--coord-root-key`: a secret key file
+    /// (`ed25519-secret:<64 hex>`) the coordination service signs the
+    /// grants it issues with [default: none; with the development root key,
+    /// that key].
+    #[arg(long, env = "LAB_COORD_ISSUER_KEY_FILE")]
+    pub coord_issuer_key_file: Option<PathBuf>,
+
+    /// The audience signed requests must name [default: `http://` and the
+    /// bound operations address of the coordination service].
+    #[arg(long, env = "LAB_COORD_AUDIENCE")]
+    pub coord_audience: Option<String>,
+
+    /// The services this labd hosts (comma-separated). They start in the
+    /// order bytes, journal, coord: each may call the ones before it (and
+    /// every `--remote`) while it prepares.
     #[arg(
         long,
         env = "LAB_SERVICES",
         value_delimiter = ',',
-        default_value = "bytes,journal"
+        default_value = "bytes,journal,coord"
     )]
     pub services: Vec<String>,
 
@@ -96,7 +137,8 @@ pub struct Settings {
     pub log: String,
 
     /// Once every listener is bound, write their addresses here as JSON
-    /// (`{"bytes": {"operations": "…", "management": "…"}, "journal": …}`);
+    /// (`{"bytes": {"operations": "…", "management": "…"}, "journal": …,
+    /// "coord": …}`, a service hosted elsewhere absent);
     /// useful with port 0.
     #[arg(long, env = "LAB_READY_FILE")]
     pub ready_file: Option<PathBuf>,

@@ -20,6 +20,8 @@ pub struct Labd {
     bytes_management: Option<SocketAddr>,
     journal: Option<SocketAddr>,
     journal_management: Option<SocketAddr>,
+    coord: Option<SocketAddr>,
+    coord_management: Option<SocketAddr>,
     args: Vec<String>,
 }
 
@@ -69,6 +71,10 @@ impl Labd {
                 "127.0.0.1:0",
                 "--journal-management-listen",
                 "127.0.0.1:0",
+                "--coord-listen",
+                "127.0.0.1:0",
+                "--coord-management-listen",
+                "127.0.0.1:0",
             ])
             .arg("--ready-file")
             .arg(&ready)
@@ -96,6 +102,8 @@ impl Labd {
             bytes_management: address("bytes", "management"),
             journal: address("journal", "operations"),
             journal_management: address("journal", "management"),
+            coord: address("coord", "operations"),
+            coord_management: address("coord", "management"),
             child,
             data_dir,
             args,
@@ -172,6 +180,32 @@ impl Labd {
                 .journal_management
                 .expect("this labd does not host the service"),
         }
+    }
+
+    /// A client of the coordination operations listener.
+    pub fn coord(&self) -> Client {
+        Client {
+            address: self.coord.expect("this labd does not host the service"),
+        }
+    }
+
+    /// A client of the coordination management listener.
+    pub fn coord_management(&self) -> Client {
+        Client {
+            address: self
+                .coord_management
+                .expect("this labd does not host the service"),
+        }
+    }
+
+    /// Committed blob files in the blob store.
+    pub fn committed_blobs(&self) -> usize {
+        let Ok(fan_out) = std::fs::read_dir(self.blobs_dir().join("sha256")) else {
+            return 0;
+        };
+        fan_out
+            .map(|dir| std::fs::read_dir(dir.unwrap().path()).unwrap().count())
+            .sum()
     }
 }
 

@@ -146,6 +146,13 @@ impl Grant {
     }
 
     /// Decodes one grant object; `index` names it in errors.
+    /// One grant from its JSON text, decoded as strictly as inside a
+    /// carriage (exactly the six members, canonical base64).
+    pub fn from_json_bytes(bytes: &[u8]) -> Result<Grant, Unverified> {
+        let value = lab_strict_json::parse(bytes).map_err(Unverified::NotJson)?;
+        Grant::from_json(value, 0)
+    }
+
     pub(crate) fn from_json(value: Json, index: usize) -> Result<Grant, Unverified> {
         let parent = format!("grants.{index}");
         let within = |err: lab_strict_json::ShapeError| Unverified::Shape(err.within(&parent));

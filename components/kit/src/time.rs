@@ -23,6 +23,21 @@ pub fn rfc3339(seconds: u64, nanoseconds: u32) -> String {
     )
 }
 
+/// `seconds` since the Unix epoch as RFC 3339 UTC with exactly six
+/// fractional digits (microseconds), e.g. `2026-11-22T14:10:10.123456Z`.
+pub fn rfc3339_micros(seconds: u64, nanoseconds: u32) -> String {
+    let days = (seconds / 86_400) as i64;
+    let secs_of_day = seconds % 86_400;
+    let (year, month, day) = civil_from_days(days);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:06}Z",
+        secs_of_day / 3600,
+        secs_of_day / 60 % 60,
+        secs_of_day % 60,
+        nanoseconds / 1_000
+    )
+}
+
 /// The proleptic Gregorian date of a day count from 1970-01-01, by the
 /// era-based method (400-year cycles of 146,097 days).
 fn civil_from_days(days: i64) -> (i64, u32, u32) {

@@ -1,5 +1,6 @@
-//! A component for tests only: it answers as `bytes` so it can stand in for
-//! the bytes component, and exposes host behaviour directly.
+//! A component for tests only: it answers as the service it is hosted as
+//! (the `service` setting; `bytes` without one), so it can stand in for any
+//! service's component, and exposes host behaviour directly.
 //!
 //! | route | effect |
 //! |---|---|
@@ -11,28 +12,37 @@
 //! | `POST /kv/increment` | read-modify-write of one counter; answers the new value |
 //! | `POST /kv/two-writers` | opens a second write transaction while one is open |
 //! | `POST /call?key=S&value=T` | sends its body to service S as `POST T` (JSON); answers the peer's status and body, or 502 with the call's error |
+//! | `POST /forward?key=S&value=T` | `call-streaming` of `POST T` to S with its own body forwarded; answers the peer's status and body (read through `response-body`), or 502 |
+//! | `GET /config?key=K` | the service's setting K, or 404 |
+//! | `GET /relay?key=S&value=T&sha=HEX&len=N` | `call-streaming` of `GET T` to S; answers 200, `content-length: N` and the peer's body as a relay verified against N and HEX, or 502 |
 
 use lab_guest::exports::lab::platform::handler::{
-    BodyPart, Guest, Request, Response, ServiceIdentity,
+    BodyPart, Guest, Request, Response, ServiceIdentity, VerifiedRelay,
 };
 use lab_guest::lab::platform::body::IncomingBody;
-use lab_guest::lab::platform::kv;
-use lab_guest::lab::platform::services::{self, ServiceRequest};
+use lab_guest::lab::platform::services::{self, ResponseBody, ServiceRequest};
 use lab_guest::lab::platform::types::Header;
+use lab_guest::lab::platform::{config, kv};
 use lab_kit::reply::Replier;
+use std::sync::OnceLock;
 
-const REPLY: Replier = Replier {
-    service: "bytes",
-    contract: "probe",
-    extra: &[],
-};
 const TABLE: &str = "probe";
+
+/// Replies as the service the host runs the probe as.
+fn reply() -> Replier {
+    static SERVICE: OnceLock<String> = OnceLock::new();
+    Replier {
+        service: SERVICE.get_or_init(|| config::get("service").unwrap_or_else(|| "bytes".into())),
+        contract: "probe",
+        extra: &[],
+    }
+}
 
 struct Probe;
 
 impl Guest for Probe {
     fn identity() -> ServiceIdentity {
-        REPLY.identity()
+        reply().identity()
     }
 
     fn prepare() -> Result<(), String> {
@@ -41,7 +51,8 @@ impl Guest for Probe {
 
     fn handle(request: Request, body: &IncomingBody) -> Response {
         let params =
-            lab_kit::query::parse(request.query.as_deref(), &["key", "value"]).unwrap_or_default();
+            lab_kit::query::parse(request.query.as_deref(), &["key", "value", "sha", "len"])
+                .unwrap_or_default();
         let param = |i: usize| {
             params
                 .get(i)
@@ -110,10 +121,67 @@ impl Guest for Probe {
                     body: bytes,
                 };
                 match services::call(&service, &call) {
-                    Ok(answer) => REPLY.raw(
+                    Ok(answer) => reply().raw(
                         answer.status,
                         vec![("content-type", b"application/json".to_vec())],
                         vec![BodyPart::Bytes(answer.body)],
+                        Some("probe"),
+                    ),
+                    Err(e) => text(502, &e),
+                }
+            }
+            ("GET", "/config") => match config::get(&String::from_utf8(param(0)).unwrap()) {
+                Some(value) => text(200, &value),
+                None => text(404, "no such setting"),
+            },
+            ("POST", "/forward") => {
+                let service = String::from_utf8(param(0)).unwrap();
+                let call = ServiceRequest {
+                    method: "POST".into(),
+                    target: String::from_utf8(param(1)).unwrap(),
+                    headers: vec![Header {
+                        name: "content-type".into(),
+                        value: b"application/octet-stream".to_vec(),
+                    }],
+                    body: Vec::new(),
+                };
+                let answer = match services::call_streaming(&service, &call, Some(body)) {
+                    Ok(answer) => answer,
+                    Err(e) => return text(502, &e),
+                };
+                match read_all(&answer.body) {
+                    Ok(bytes) => reply().raw(
+                        answer.status,
+                        vec![("content-type", b"application/json".to_vec())],
+                        vec![BodyPart::Bytes(bytes)],
+                        Some("probe"),
+                    ),
+                    Err(e) => text(502, &e),
+                }
+            }
+            ("GET", "/relay") => {
+                let service = String::from_utf8(param(0)).unwrap();
+                let sha256 = lab_kit::hex::decode_lower(&String::from_utf8(param(2)).unwrap())
+                    .expect("sha is lowercase hex");
+                let length: u64 = String::from_utf8(param(3)).unwrap().parse().expect("len");
+                let call = ServiceRequest {
+                    method: "GET".into(),
+                    target: String::from_utf8(param(1)).unwrap(),
+                    headers: Vec::new(),
+                    body: Vec::new(),
+                };
+                match services::call_streaming(&service, &call, None) {
+                    Ok(answer) => reply().raw(
+                        200,
+                        vec![
+                            ("content-type", b"application/octet-stream".to_vec()),
+                            ("content-length", length.to_string().into_bytes()),
+                        ],
+                        vec![BodyPart::Relay(VerifiedRelay {
+                            body: answer.body,
+                            length,
+                            sha256,
+                        })],
                         Some("probe"),
                     ),
                     Err(e) => text(502, &e),
@@ -124,8 +192,20 @@ impl Guest for Probe {
     }
 }
 
+/// A peer's whole (small) answer body.
+fn read_all(body: &ResponseBody) -> Result<Vec<u8>, String> {
+    let mut bytes = Vec::new();
+    loop {
+        let chunk = body.read(64 * 1024)?;
+        if chunk.is_empty() {
+            return Ok(bytes);
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+}
+
 fn text(status: u16, body: &str) -> Response {
-    REPLY.raw(
+    reply().raw(
         status,
         vec![("content-type", b"text/plain".to_vec())],
         vec![BodyPart::Bytes(body.as_bytes().to_vec())],

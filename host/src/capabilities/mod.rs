@@ -6,10 +6,12 @@
 
 mod blobs;
 mod body;
+mod config;
 mod kv;
 mod services;
 
 pub use blobs::PendingBlob;
+pub use config::ServiceConfig;
 
 use crate::bindings::{clock, ids, log, runtime, types};
 use crate::blobstore::{self, BlobStore};
@@ -25,16 +27,21 @@ pub struct ServiceEnv {
     pub blob_cap: u64,
     /// The service's key-value namespace.
     pub kv: crate::kv::Namespace,
-    /// The co-hosted services, reachable through `services.call`.
+    /// The other services of the deployment, reachable through `services`.
     pub peers: Arc<Peers>,
+    /// The deployment's settings for this service (`config`).
+    pub config: Arc<ServiceConfig>,
     /// WebAssembly compute one request may use before its instance traps.
     pub compute_limit: std::time::Duration,
 }
 
 /// Every service of the deployment by name: hosted here, or reached over
-/// HTTP. Filled once, after every hosted service is loaded.
+/// HTTP. Filled as the deployment starts: the remotes first, then each
+/// hosted service once it is loaded, so a service preparing itself reaches
+/// every remote and every service started before it. A name, once added,
+/// keeps its peer.
 #[derive(Default)]
-pub struct Peers(std::sync::OnceLock<std::collections::HashMap<String, Peer>>);
+pub struct Peers(std::sync::RwLock<std::collections::HashMap<String, Peer>>);
 
 /// Where a service of the deployment answers.
 #[derive(Clone)]
@@ -44,12 +51,19 @@ pub enum Peer {
 }
 
 impl Peers {
-    pub fn fill(&self, peers: std::collections::HashMap<String, Peer>) {
-        let _ = self.0.set(peers);
+    /// Adds `peer` under `name`; false (and nothing changed) when the name
+    /// is taken.
+    pub fn add(&self, name: &str, peer: Peer) -> bool {
+        let mut peers = self.0.write().unwrap();
+        if peers.contains_key(name) {
+            return false;
+        }
+        peers.insert(name.to_string(), peer);
+        true
     }
 
-    pub fn get(&self, name: &str) -> Option<&Peer> {
-        self.0.get()?.get(name)
+    pub fn get(&self, name: &str) -> Option<Peer> {
+        self.0.read().unwrap().get(name).cloned()
     }
 }
 
