@@ -2,7 +2,7 @@
 # the toolchain pinned in rust-toolchain.toml and its wasm32-wasip2 target.
 
 CARGO ?= cargo
-COMPONENTS := lab-bytes lab-journal lab-probe lab-kit lab-guest
+COMPONENTS := lab-bytes lab-journal lab-coord lab-coord-auth lab-probe lab-kit lab-guest
 
 .PHONY: setup run test lint bench
 

@@ -1,0 +1,3 @@
+fn main() {
+    lab_embed::contract_files("../../contracts/coordination");
+}

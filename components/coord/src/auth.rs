@@ -1,0 +1,142 @@
+//! Authentication and authorization of one request, over the pure
+//! `lab-coord-auth` library: the clock is the host's and the replay cache
+//! is kept in the store, so a restart does not forget a nonce.
+
+use crate::refusal::Refusal;
+use crate::world::Settings;
+use lab_coord_auth::{
+    AuthError, Authorization, Carriage, GrantKind, Principal, ReplayCache, RequestFacts,
+};
+use lab_guest::lab::platform::{clock, kv};
+
+/// `principal ‖ 0x00 ‖ nonce` → expiry (8 bytes, big-endian).
+const PAIRS: &str = "replay";
+/// `expiry (8 bytes, big-endian) ‖ principal ‖ 0x00 ‖ nonce` → empty: the
+/// pairs in expiry order, so expired ones are found without a full scan.
+const EXPIRY: &str = "replay-expiry";
+/// Expired pairs removed per remembered pair: more than one, so the cache
+/// shrinks back after a burst.
+const PRUNE_PER_INSERT: u32 = 4;
+
+/// The persistent replay cache: one durable write transaction per check.
+struct StoredReplayCache {
+    now: u64,
+}
+
+impl ReplayCache for StoredReplayCache {
+    type Error = String;
+
+    fn check_and_remember(
+        &mut self,
+        principal: &str,
+        nonce: &str,
+        expires_at: u64,
+    ) -> Result<bool, String> {
+        let fail = |e: kv::KvError| format!("replay cache: {e:?}");
+        let mut pair = principal.as_bytes().to_vec();
+        pair.push(0);
+        pair.extend_from_slice(nonce.as_bytes());
+        let txn = kv::begin_write().map_err(fail)?;
+        if txn.get(PAIRS, &pair).map_err(fail)?.is_some() {
+            txn.abort();
+            return Ok(false);
+        }
+        let expired = txn
+            .scan(
+                EXPIRY,
+                &kv::Range {
+                    start: Vec::new(),
+                    end: Some(self.now.to_be_bytes().to_vec()),
+                    reverse: false,
+                    limit: PRUNE_PER_INSERT,
+                },
+            )
+            .map_err(fail)?;
+        for entry in expired {
+            txn.delete(EXPIRY, &entry.key).map_err(fail)?;
+            txn.delete(PAIRS, &entry.key[8..]).map_err(fail)?;
+        }
+        let mut by_expiry = expires_at.to_be_bytes().to_vec();
+        by_expiry.extend_from_slice(&pair);
+        txn.commit_with(&[
+            kv::TableWrite {
+                table: PAIRS.into(),
+                key: pair,
+                value: expires_at.to_be_bytes().to_vec(),
+            },
+            kv::TableWrite {
+                table: EXPIRY.into(),
+                key: by_expiry,
+                value: Vec::new(),
+            },
+        ])
+        .map_err(fail)?;
+        Ok(true)
+    }
+}
+
+/// The host clock in Unix seconds.
+pub fn now() -> u64 {
+    clock::now().seconds
+}
+
+fn refusal(error: AuthError<String>) -> Refusal {
+    match error {
+        AuthError::Unverified(why) => Refusal::Unverified(why.to_string()),
+        AuthError::Denied => Refusal::Denied,
+        AuthError::ReplayCache(why) => Refusal::Unavailable(why),
+        _ => Refusal::Internal("unexpected authentication outcome".into()),
+    }
+}
+
+/// A carriage decoded from the `Svc-Auth` header.
+pub fn carriage(header: Option<&[u8]>) -> Result<Carriage, Refusal> {
+    Carriage::from_header(header).map_err(|why| Refusal::Unverified(why.to_string()))
+}
+
+/// Steps 1 to 4: the authenticated principal.
+pub fn authenticate(
+    settings: &Settings,
+    carriage: &Carriage,
+    request: &RequestFacts<'_>,
+) -> Result<Principal, Refusal> {
+    let now = now();
+    settings
+        .verifier()
+        .authenticate(carriage, request, now, &mut StoredReplayCache { now })
+        .map_err(refusal)
+}
+
+/// Step 5: a grant chain for `kind` on `path` (labels below the world).
+pub fn authorize(
+    settings: &Settings,
+    carriage: &Carriage,
+    principal: &Principal,
+    kind: GrantKind,
+    path: &[String],
+) -> Result<Authorization, Refusal> {
+    settings
+        .verifier()
+        .authorize(carriage, principal, kind, path, now())
+        .map_err(refusal)
+}
+
+/// Whether the principal may read the whole world: request rule 10 tells
+/// such a caller `not_found` where any other caller is `denied`.
+pub fn may_read_world(settings: &Settings, carriage: &Carriage, principal: &Principal) -> bool {
+    authorize(settings, carriage, principal, GrantKind::Read, &[]).is_ok()
+}
+
+/// `not_found` for a caller who may read the world, `denied` otherwise.
+pub fn absent(
+    settings: &Settings,
+    carriage: &Carriage,
+    principal: &Principal,
+    what: &str,
+) -> Refusal {
+    if may_read_world(settings, carriage, principal) {
+        Refusal::NotFound(what.to_string())
+    } else {
+        Refusal::Denied
+    }
+}

@@ -1,0 +1,94 @@
+//! The bytes service's operations, typed. Names are `sha256:` + 64
+//! lowercase hex, which is also how this service writes a hash.
+
+use crate::backend::{call_json, call_streaming, CallError, Streamed};
+use lab_guest::lab::platform::body::IncomingBody;
+use serde_json::{json, Value};
+
+const SERVICE: &str = "bytes";
+
+/// A retained blob: its name and size.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Retained {
+    pub name: String,
+    pub size: u64,
+}
+
+fn retained(answer: &Value) -> Result<Retained, CallError> {
+    match (answer["name"].as_str(), answer["size"].as_u64()) {
+        (Some(name), Some(size)) => Ok(Retained {
+            name: name.to_string(),
+            size,
+        }),
+        _ => Err(CallError::Unavailable(
+            "put answer lacks name or size".into(),
+        )),
+    }
+}
+
+/// Retains `bytes` (held by this component: small payloads only).
+pub fn put(bytes: Vec<u8>) -> Result<Retained, CallError> {
+    let (_, answer) = call_json(
+        SERVICE,
+        "POST",
+        "/v1/blobs",
+        bytes,
+        "application/octet-stream",
+    )?;
+    retained(&answer)
+}
+
+/// Retains the rest of `body`, streamed by the host as it arrives; a body
+/// that breaks off retains nothing.
+pub fn put_streamed(body: &IncomingBody) -> Result<Retained, CallError> {
+    let mut headers = vec![("content-type", "application/octet-stream".to_string())];
+    if let Some(length) = body.declared_length() {
+        headers.push(("content-length", length.to_string()));
+    }
+    let answer = call_streaming(SERVICE, "POST", "/v1/blobs", headers, Some(body))?;
+    if !(200..300).contains(&answer.status) {
+        return Err(answer.refused());
+    }
+    let json: Value = serde_json::from_slice(&answer.read_small(64 << 10)?)
+        .map_err(|e| CallError::Unavailable(format!("unreadable put answer: {e}")))?;
+    retained(&json)
+}
+
+/// The sizes of the names that are retained (absent names are missing).
+pub fn stat(names: &[&str]) -> Result<serde_json::Map<String, Value>, CallError> {
+    let body = serde_json::to_vec(&json!({ "names": names })).expect("JSON serializes");
+    let (_, answer) = call_json(SERVICE, "POST", "/v1/stat", body, "application/json")?;
+    answer["sizes"]
+        .as_object()
+        .cloned()
+        .ok_or_else(|| CallError::Unavailable("stat answer lacks sizes".into()))
+}
+
+/// Whether `name` is retained.
+pub fn exists(name: &str) -> Result<bool, CallError> {
+    Ok(stat(&[name])?.contains_key(name))
+}
+
+/// The blob's bytes as an unread stream, or none when it is not retained.
+pub fn open(name: &str) -> Result<Option<Streamed>, CallError> {
+    let answer = call_streaming(
+        SERVICE,
+        "GET",
+        &format!("/v1/blobs/{name}"),
+        Vec::new(),
+        None,
+    )?;
+    match answer.status {
+        200 => Ok(Some(answer)),
+        404 => Ok(None),
+        _ => Err(answer.refused()),
+    }
+}
+
+/// A whole small blob, or none when it is not retained.
+pub fn get_small(name: &str, max: usize) -> Result<Option<Vec<u8>>, CallError> {
+    match open(name)? {
+        Some(stream) => stream.read_small(max).map(Some),
+        None => Ok(None),
+    }
+}

@@ -1,0 +1,265 @@
+//! The coordination service: signed requests, delegated grants, records and
+//! retained content, over the journal and bytes services.
+//!
+//! - [`table`]: the operation table (routes, grant kinds, parameters).
+//! - [`params`]: query parameters (request rules 5 to 7).
+//! - [`refusal`]: refusal codes, statuses and details.
+//! - [`auth`]: verification with the persistent replay cache.
+//! - [`world`]: settings and the provisioned world.
+//! - [`layout`]: positions of the world layout and label grammar.
+//! - [`facts`]: the `coord-facts-v2` fact profile.
+//! - [`backend`], [`journal`], [`blobs`]: the services underneath.
+//! - [`request`]: the strict body decoders.
+//! - [`ops`]: the operations.
+//! - [`operational`]: `livez`, `healthz`, `describe`, `describe/{file}`.
+
+pub mod auth;
+pub mod backend;
+pub mod blobs;
+pub mod facts;
+pub mod journal;
+pub mod layout;
+pub mod operational;
+pub mod ops;
+pub mod params;
+pub mod refusal;
+pub mod request;
+pub mod table;
+pub mod world;
+
+use lab_coord_auth::{Authorization, BodyDigest, Carriage, GrantKind, Principal, RequestFacts};
+use lab_guest::exports::lab::platform::handler::{Guest, Request, Response, ServiceIdentity};
+use lab_guest::lab::platform::body::IncomingBody;
+use lab_guest::lab::platform::log;
+use lab_kit::reply::Replier;
+use params::Query;
+use refusal::Refusal;
+use serde_json::Value;
+use table::{BodyKind, Operation};
+use world::{Settings, World};
+
+/// Identity headers of every response on the operations listener.
+pub(crate) const REPLY: Replier = Replier {
+    service: "coord",
+    contract: "2026-09-19",
+    extra: &[],
+};
+
+/// Greatest JSON request body: 64 MiB.
+pub const MAX_JSON_BODY: u64 = 64 << 20;
+/// Request-body reads move at most this much at once.
+const READ_CHUNK: u32 = 256 << 10;
+
+struct Coord;
+
+impl Guest for Coord {
+    fn identity() -> ServiceIdentity {
+        REPLY.identity()
+    }
+
+    /// Provisions the world when the journal can be reached; when it
+    /// cannot yet (a split deployment starting in any order), the first
+    /// request provisions it, and `healthz` reports the journal failing.
+    fn prepare() -> Result<(), String> {
+        let settings = Settings::load().map_err(|e| e.message())?;
+        if let Err(e) = world::world(&settings) {
+            log::emit(
+                log::Level::Warn,
+                &format!("the world is not provisioned yet: {}", e.message()),
+            );
+        }
+        Ok(())
+    }
+
+    fn handle(request: Request, body: &IncomingBody) -> Response {
+        route(&request, body)
+    }
+}
+
+lab_guest::export_service!(Coord);
+
+/// What an operation answers.
+pub enum Reply {
+    Json(u16, Value),
+    Response(Response),
+}
+
+/// One authenticated call of an operation: what every operation needs.
+pub struct Call<'a> {
+    pub op: &'static Operation,
+    pub query: Query,
+    pub request: &'a Request,
+    pub body: &'a IncomingBody,
+    /// The JSON body as sent (empty for reads and `retain`).
+    pub json_body: Vec<u8>,
+    pub settings: Settings,
+    pub world: World,
+    pub carriage: Carriage,
+    principal: Option<Principal>,
+}
+
+impl Call<'_> {
+    /// Steps 1-4 over `body_digest` (once per call).
+    pub fn authenticate_with(&mut self, body_digest: BodyDigest) -> Result<Principal, Refusal> {
+        if let Some(principal) = self.principal {
+            return Ok(principal);
+        }
+        let facts = RequestFacts {
+            op: self.op.name,
+            params: &self.query.signed,
+            body_digest,
+        };
+        let principal = auth::authenticate(&self.settings, &self.carriage, &facts)?;
+        self.principal = Some(principal);
+        Ok(principal)
+    }
+
+    /// Steps 1-4 over the JSON body (or the empty body).
+    pub fn authenticate(&mut self) -> Result<Principal, Refusal> {
+        let digest = BodyDigest::of(&self.json_body);
+        self.authenticate_with(digest)
+    }
+
+    /// Steps 1-5 for the operation's grant kind on `path`.
+    pub fn verify(&mut self, path: &[String]) -> Result<Authorization, Refusal> {
+        let principal = self.authenticate()?;
+        auth::authorize(
+            &self.settings,
+            &self.carriage,
+            &principal,
+            self.op.grant,
+            path,
+        )
+    }
+
+    /// Step 5 alone, for another kind.
+    pub fn authorize(&self, kind: GrantKind, path: &[String]) -> Result<Authorization, Refusal> {
+        let principal = self
+            .principal
+            .ok_or_else(|| Refusal::Internal("authorization before authentication".into()))?;
+        auth::authorize(&self.settings, &self.carriage, &principal, kind, path)
+    }
+
+    /// Request rule 10: `not_found` for a caller who may read the world,
+    /// `denied` for every other caller.
+    pub fn absent(&self, what: &str) -> Refusal {
+        match self.principal {
+            Some(principal) => auth::absent(&self.settings, &self.carriage, &principal, what),
+            None => Refusal::Denied,
+        }
+    }
+}
+
+fn route(request: &Request, body: &IncomingBody) -> Response {
+    let Some(segments) = lab_kit::path::clean_segments(&request.path) else {
+        return refuse(None, &Refusal::NotFound("no such route".into()));
+    };
+    if segments[..] == ["v1", "ws"] {
+        // The socket binding lands with part 2 of the service.
+        return refuse(Some("ws"), &Refusal::NotImplemented("ws"));
+    }
+    if let ["v1", rest @ ..] = &segments[..] {
+        let Some(op) = table::by_route(rest) else {
+            return refuse(None, &Refusal::NotFound("no such route".into()));
+        };
+        if request.method != op.method {
+            return REPLY.method_not_allowed("invalid", op.method);
+        }
+        return match operation(op, request, body) {
+            Ok(Reply::Json(status, value)) => REPLY.json(status, &value, Some(op.name)),
+            Ok(Reply::Response(response)) => response,
+            Err(refusal) => refuse(Some(op.name), &refusal),
+        };
+    }
+    operational::route(&segments, request)
+}
+
+fn operation(
+    op: &'static Operation,
+    request: &Request,
+    body: &IncomingBody,
+) -> Result<Reply, Refusal> {
+    let query = params::parse(op, request.query.as_deref())?;
+    let content_type =
+        lab_kit::header(request, "content-type").map_err(Refusal::invalid_request)?;
+    let json_body = match op.body {
+        BodyKind::None => {
+            if has_body(body) {
+                return Err(Refusal::invalid_request(
+                    "this operation takes no request body",
+                ));
+            }
+            Vec::new()
+        }
+        BodyKind::Json => {
+            if content_type.is_some_and(|v| !lab_kit::is_media_type(v, "application/json")) {
+                return Err(Refusal::invalid_request(
+                    "content-type must be application/json",
+                ));
+            }
+            read_json_body(body)?
+        }
+        BodyKind::Raw => {
+            if content_type.is_some_and(|v| !lab_kit::is_media_type(v, "application/octet-stream"))
+            {
+                return Err(Refusal::invalid_request(
+                    "content-type must be application/octet-stream",
+                ));
+            }
+            Vec::new()
+        }
+    };
+    // Request rule 9: what can be validated without the journal is, before
+    // the proof is looked at.
+    let decoded = request::decode(op, &query, &json_body)?;
+    let settings = Settings::load()?;
+    let carriage = auth::carriage(lab_kit::header(request, "svc-auth").ok().flatten())?;
+    let world = world::world(&settings)?;
+    let mut call = Call {
+        op,
+        query,
+        request,
+        body,
+        json_body,
+        settings,
+        world,
+        carriage,
+        principal: None,
+    };
+    ops::run(&mut call, decoded)
+}
+
+/// Whether the request has a body: a declared length, or bytes to read.
+fn has_body(body: &IncomingBody) -> bool {
+    body.declared_length().is_some_and(|n| n > 0) || !matches!(body.read(1), Ok(b) if b.is_empty())
+}
+
+/// The whole JSON body, within 64 MiB.
+fn read_json_body(body: &IncomingBody) -> Result<Vec<u8>, Refusal> {
+    if body.declared_length().is_some_and(|n| n > MAX_JSON_BODY) {
+        return Err(Refusal::BodyTooLarge);
+    }
+    let mut bytes = Vec::new();
+    loop {
+        let chunk = body
+            .read(READ_CHUNK)
+            .map_err(|e| Refusal::invalid_request(format!("the request body broke off: {e:?}")))?;
+        if chunk.is_empty() {
+            return Ok(bytes);
+        }
+        bytes.extend_from_slice(&chunk);
+        if bytes.len() as u64 > MAX_JSON_BODY {
+            return Err(Refusal::BodyTooLarge);
+        }
+    }
+}
+
+pub(crate) fn refuse(operation: Option<&str>, refusal: &Refusal) -> Response {
+    REPLY.error(
+        refusal.status(),
+        refusal.code(),
+        &refusal.message(),
+        refusal.details(),
+        operation,
+    )
+}

@@ -1,0 +1,144 @@
+//! `retain` and `fetch`: content in and out, streamed by the host.
+
+use crate::blobs;
+use crate::facts::{self, Hash};
+use crate::journal;
+use crate::refusal::Refusal;
+use crate::{auth, Call, Reply, REPLY};
+use base64::Engine as _;
+use lab_coord_auth::BodyDigest;
+use lab_guest::exports::lab::platform::handler::{BodyPart, VerifiedRelay};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+/// Body reads when a body must be hashed here rather than retained.
+const HASH_CHUNK: u32 = 1 << 20;
+
+/// Streams the body into the bytes service, then verifies the proof over
+/// the body's digest (the blob's name). A carriage whose grants cannot
+/// authorize the request is not given storage: its body is hashed here and
+/// dropped, and the proof is then judged in the specification's order.
+pub fn retain(call: &mut Call<'_>) -> Result<Reply, Refusal> {
+    let path = call.query.path.clone();
+    let kind = Hash::parse(call.query.string("type").unwrap_or_default())
+        .ok_or_else(|| Refusal::invalid("type", "`type` is a hash"))?;
+    let claimed = call.carriage.proof.principal;
+    let could_authorize = auth::authorize(
+        &call.settings,
+        &call.carriage,
+        &claimed,
+        call.op.grant,
+        &path,
+    )
+    .is_ok();
+    if !could_authorize {
+        let digest = hash_body(call)?;
+        call.authenticate_with(BodyDigest::from_sha256(digest))?;
+        call.verify(&path)?;
+        return Err(Refusal::Denied);
+    }
+    let retained = blobs::put_streamed(call.body).map_err(|e| match e.code() {
+        Some("too_large") => Refusal::LimitExceeded("the body exceeds the per-object limit".into()),
+        Some("bad_request") => Refusal::invalid_request("the request body broke off"),
+        _ => e.into_refusal("bytes"),
+    })?;
+    let bytes = Hash::parse(&retained.name)
+        .ok_or_else(|| Refusal::Unavailable("the bytes service named the blob oddly".into()))?;
+    call.authenticate_with(BodyDigest::from_sha256(bytes.0))?;
+    call.verify(&path)?;
+    if !blobs::exists(&kind.to_string()).map_err(|e| e.into_refusal("bytes"))? {
+        return Err(Refusal::invalid_record(
+            "type",
+            "the interpretation descriptor is not retained",
+        ));
+    }
+    Ok(Reply::Json(
+        200,
+        json!({ "bytes": bytes.to_string(), "type": kind.to_string() }),
+    ))
+}
+
+/// The SHA-256 of the rest of the request body, read through here.
+fn hash_body(call: &Call<'_>) -> Result<[u8; 32], Refusal> {
+    let mut hasher = Sha256::new();
+    loop {
+        let chunk = call
+            .body
+            .read(HASH_CHUNK)
+            .map_err(|_| Refusal::invalid_request("the request body broke off"))?;
+        if chunk.is_empty() {
+            return Ok(hasher.finalize().into());
+        }
+        hasher.update(&chunk);
+    }
+}
+
+/// The bytes the path's journal names, relayed from the bytes service and
+/// verified against their hash as they stream.
+pub fn fetch(call: &mut Call<'_>) -> Result<Reply, Refusal> {
+    let path = call.query.path.clone();
+    call.verify(&path)?;
+    let wanted = Hash::parse(call.query.string("bytes").unwrap_or_default())
+        .ok_or_else(|| Refusal::invalid("bytes", "`bytes` is a hash"))?;
+    let space = call
+        .world
+        .resolve(&path)?
+        .ok_or_else(|| Refusal::NotFound("no space at this path".into()))?;
+    if !names(&space, &wanted)? {
+        return Err(Refusal::Unresolved {
+            reference: json!({ "path": path, "bytes": wanted.to_string() }),
+            message: "this journal names no such content".into(),
+        });
+    }
+    let stream = blobs::open(&wanted.to_string())
+        .map_err(|e| e.into_refusal("bytes"))?
+        .ok_or_else(|| Refusal::Unavailable("named content is not retained".into()))?;
+    let length = stream
+        .header("content-length")
+        .and_then(|v| std::str::from_utf8(v).ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .ok_or_else(|| Refusal::Unavailable("the bytes service did not give a length".into()))?;
+    let response = REPLY.raw(
+        200,
+        vec![
+            ("content-type", b"application/octet-stream".to_vec()),
+            ("content-length", length.to_string().into_bytes()),
+        ],
+        vec![BodyPart::Relay(VerifiedRelay {
+            body: stream.body,
+            length,
+            sha256: wanted.0.to_vec(),
+        })],
+        Some("fetch"),
+    );
+    Ok(Reply::Response(response))
+}
+
+/// Whether the journal of `space` names `wanted`: as the bytes of its
+/// content fact, or as the payload hash of one of its records.
+fn names(space: &journal::Space, wanted: &Hash) -> Result<bool, Refusal> {
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let through = journal::head(space).map_err(|e| e.into_refusal("journal"))?;
+    if through == 0 {
+        return Ok(false);
+    }
+    let content =
+        json!({ "predicate": b64.encode(facts::predicate_value(facts::Predicate::Content)) });
+    let contents = journal::read_all_matching(space, through, content)
+        .map_err(|e| e.into_refusal("journal"))?;
+    for entry in contents {
+        let fact = entry["fact"].as_str().and_then(|f| b64.decode(f).ok());
+        if let Some(Ok(Some(facts::Fact::Content { artifact }))) = fact.map(|f| facts::decode(&f)) {
+            if artifact.bytes == *wanted {
+                return Ok(true);
+            }
+        }
+    }
+    let records = json!({
+        "predicate": b64.encode(facts::predicate_value(facts::Predicate::Record)),
+        "arguments": [{ "index": 1, "equals": b64.encode(wanted.to_value_bytes()) }],
+    });
+    let found = journal::read_all_matching(space, through, records)
+        .map_err(|e| e.into_refusal("journal"))?;
+    Ok(!found.is_empty())
+}

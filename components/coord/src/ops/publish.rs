@@ -1,0 +1,348 @@
+//! `publish` and the writer protocol every record admission shares:
+//! search the destination at a pinned cutoff, recover an earlier admission,
+//! else build once and append under a stable journal operation ID, and
+//! recover a concurrent winner on a mismatch.
+
+use crate::backend::CallError;
+use crate::blobs;
+use crate::facts::{self, Fact, Hash, RecordFact};
+use crate::journal::{self, Space};
+use crate::layout::{self, Position};
+use crate::refusal::Refusal;
+use crate::request::PublishRequest;
+use crate::world::ensure_child;
+use crate::{Call, Reply};
+use base64::Engine as _;
+use lab_coord_auth::{canonical_json, Principal};
+use lab_guest::lab::platform::clock;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+
+/// A record to admit into one leaf journal.
+pub struct Admission<'a> {
+    /// Table name of the operation (`publish`, `provision_worker`, ...).
+    pub op: &'static str,
+    pub leaf: &'a Space,
+    pub publisher: Principal,
+    pub operation_id: &'a str,
+    pub profile: &'a str,
+    pub record: &'a Value,
+    pub metadata: &'a BTreeMap<String, String>,
+    pub expected_cutoff: Option<u64>,
+    /// The normalized semantic request the digest covers.
+    pub normalized: Value,
+}
+
+/// The outcome: the record occurrence and whether it was an earlier one.
+pub struct Admitted {
+    pub record: Value,
+    pub replayed: bool,
+}
+
+fn sha256(bytes: &[u8]) -> [u8; 32] {
+    Sha256::digest(bytes).into()
+}
+
+/// `req_` + 64 hex: the publisher's operation ID scoped to the exact
+/// destination journal.
+pub fn request_id(publisher: &Principal, operation_id: &str, leaf: &Space) -> String {
+    let scope = json!({
+        "purpose": "coord.request-id.v1",
+        "publisher": publisher.to_string(),
+        "operation_id": operation_id,
+        "destination": { "root_id": leaf.root_id, "space_id": leaf.space_id },
+    });
+    format!("req_{}", hex::encode(sha256(&canonical_json(&scope))))
+}
+
+/// The digest of the operation name, the destination and the normalized
+/// request (proof bytes and server-chosen values excluded).
+pub fn request_digest(op: &str, leaf: &Space, normalized: &Value) -> Hash {
+    let document = json!({
+        "purpose": "coord.request-digest.v1",
+        "op": op,
+        "destination": { "root_id": leaf.root_id, "space_id": leaf.space_id, "path": leaf.path },
+        "request": normalized,
+    });
+    Hash(sha256(&canonical_json(&document)))
+}
+
+fn record_json(fact: &RecordFact, entry: &Value) -> Value {
+    let mut json = Fact::Record(fact.clone()).to_json();
+    json["entry"] = entry.clone();
+    json
+}
+
+/// Step 1: every record of this request identity in the leaf at a pinned
+/// cutoff, through every page.
+fn search(leaf: &Space, request_id: &str) -> Result<Vec<(Value, RecordFact)>, Refusal> {
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let through = journal::head(leaf).map_err(|e| e.into_refusal("journal"))?;
+    if through == 0 {
+        return Ok(Vec::new());
+    }
+    let filter = json!({
+        "predicate": b64.encode(facts::predicate_value(facts::Predicate::Record)),
+        "arguments": [{ "index": 4, "equals": b64.encode(facts::text_value_bytes(request_id)) }],
+        "origin": "append",
+    });
+    let entries = journal::read_all_matching(leaf, through, filter)
+        .map_err(|e| Refusal::Unavailable(format!("the recovery search failed: {e:?}")))?;
+    let mut found = Vec::new();
+    for entry in entries {
+        let bytes = entry["fact"]
+            .as_str()
+            .and_then(|f| b64.decode(f).ok())
+            .ok_or_else(|| Refusal::Unavailable("unreadable recovery data".into()))?;
+        match facts::decode(&bytes) {
+            Ok(Some(Fact::Record(record))) => found.push((entry["ref"].clone(), record)),
+            _ => return Err(Refusal::Unavailable("unreadable recovery data".into())),
+        }
+    }
+    Ok(found)
+}
+
+/// Step 2: an earlier admission of the same identity, compared.
+fn recover(found: Vec<(Value, RecordFact)>, digest: &Hash) -> Result<Option<Admitted>, Refusal> {
+    let mut found = found.into_iter();
+    let Some((entry, record)) = found.next() else {
+        return Ok(None);
+    };
+    if found.next().is_some() {
+        return Err(Refusal::Unavailable(
+            "two records carry one request identity: the leaf violates the fact profile".into(),
+        ));
+    }
+    if record.request_digest != *digest {
+        return Err(Refusal::IdempotencyMismatch(
+            "this operation ID was accepted before with a different request".into(),
+        ));
+    }
+    let retained = blobs::exists(&record.hash.to_string()).map_err(|e| e.into_refusal("bytes"))?;
+    if !retained {
+        return Err(Refusal::Unavailable(
+            "the recovered record's payload is not retained".into(),
+        ));
+    }
+    Ok(Some(Admitted {
+        record: record_json(&record, &entry),
+        replayed: true,
+    }))
+}
+
+/// Steps 1 to 4 for one record.
+pub fn admit(admission: Admission<'_>) -> Result<Admitted, Refusal> {
+    let leaf = admission.leaf;
+    let request_id = request_id(&admission.publisher, admission.operation_id, leaf);
+    let digest = request_digest(admission.op, leaf, &admission.normalized);
+    if let Some(earlier) = recover(search(leaf, &request_id)?, &digest)? {
+        return Ok(earlier);
+    }
+    // Step 3: build and retain the payload once, choose the clock, append.
+    let payload = canonical_json(admission.record);
+    let retained = blobs::put(payload).map_err(|e| match e.code() {
+        Some("too_large") => {
+            Refusal::LimitExceeded("the record exceeds the per-object limit".into())
+        }
+        _ => e.into_refusal("bytes"),
+    })?;
+    let hash = Hash::parse(&retained.name)
+        .ok_or_else(|| Refusal::Unavailable("the bytes service named the payload oddly".into()))?;
+    let now = clock::now();
+    let fact = RecordFact {
+        profile: admission.profile.to_string(),
+        hash,
+        metadata: admission.metadata.clone(),
+        publisher: admission.publisher.to_string(),
+        request_id: request_id.clone(),
+        request_digest: digest,
+        accepted_at: lab_kit::time::rfc3339_micros(now.seconds, now.nanoseconds),
+    };
+    let bytes = Fact::Record(fact.clone()).encode();
+    if bytes.len() > lab_values::MAX_FACT {
+        return Err(Refusal::LimitExceeded(
+            "the record fact (its metadata) exceeds 1 MiB".into(),
+        ));
+    }
+    let operation_id = format!("coord.record.{}", &request_id[4..]);
+    match journal::append(leaf, &[bytes], &operation_id, admission.expected_cutoff) {
+        Ok(appended) => {
+            let entry = json!({
+                "root_id": leaf.root_id, "space_id": leaf.space_id, "position": appended.first,
+            });
+            Ok(Admitted {
+                record: record_json(&fact, &entry),
+                replayed: false,
+            })
+        }
+        // Step 4: a concurrent winner (same journal operation ID with other
+        // bytes), or a precondition that no longer holds: recover first.
+        Err(CallError::Refused(r)) if r.code == "idempotency_mismatch" || r.code == "conflict" => {
+            if let Some(winner) = recover(search(leaf, &request_id)?, &digest)? {
+                return Ok(winner);
+            }
+            if r.code == "conflict" {
+                return Err(Refusal::Conflict {
+                    expected: r.details["expected_cutoff"].as_u64().unwrap_or_default(),
+                    actual: r.details["actual_cutoff"].as_u64().unwrap_or_default(),
+                });
+            }
+            Err(Refusal::Unavailable(
+                "the journal holds another append under this request's identity".into(),
+            ))
+        }
+        Err(e) => Err(e.into_refusal("journal")),
+    }
+}
+
+/// The leaf at `path`, created under its existing parent when absent.
+/// Returns the leaf and whether this call created it.
+pub fn ensure_leaf(
+    call: &Call<'_>,
+    path: &[String],
+    create_operation_id: &str,
+) -> Result<(Space, bool), Refusal> {
+    let (parent_path, key) = path.split_at(path.len() - 1);
+    if let Some(leaf) = call.world.resolve(path)? {
+        return Ok((leaf, false));
+    }
+    let parent = call
+        .world
+        .resolve(parent_path)?
+        .ok_or_else(|| Refusal::NotFound("the leaf's parent does not exist".into()))?;
+    ensure_child(&parent, &key[0], create_operation_id).map_err(|e| e.into_refusal("journal"))
+}
+
+/// A journal operation ID derived from the publisher's own operation ID,
+/// for the spaces a request creates.
+pub fn scoped_operation_id(
+    kind: &str,
+    publisher: &Principal,
+    operation_id: &str,
+    path: &[String],
+) -> String {
+    let scope =
+        json!({ "publisher": publisher.to_string(), "operation_id": operation_id, "path": path });
+    format!(
+        "coord.{kind}.{}",
+        hex::encode(&sha256(&canonical_json(&scope))[..20])
+    )
+}
+
+pub fn publish(call: &mut Call<'_>, request: PublishRequest) -> Result<Reply, Refusal> {
+    let position = layout::classify(&request.path);
+    if !layout::is_publishable(position) {
+        return Err(if position == Position::Outside {
+            Refusal::invalid("path", "not a record leaf of the world layout")
+        } else {
+            Refusal::protected("`publish` does not write this space")
+        });
+    }
+    check_profile(&request)?;
+    let authorization = call.verify(&request.path)?;
+    let publisher = authorization.principal;
+    let create_id = scoped_operation_id("leaf", &publisher, &request.operation_id, &request.path);
+    let (leaf, created) = ensure_leaf(call, &request.path, &create_id)?;
+    let normalized = json!({
+        "operation_id": request.operation_id,
+        "path": request.path,
+        "profile": request.profile,
+        "record": request.record,
+        "expected_cutoff": request.expected_cutoff,
+        "metadata": request.metadata,
+    });
+    let admitted = admit(Admission {
+        op: "publish",
+        leaf: &leaf,
+        publisher,
+        operation_id: &request.operation_id,
+        profile: &request.profile,
+        record: &request.record,
+        metadata: &request.metadata,
+        expected_cutoff: request.expected_cutoff,
+        normalized,
+    })?;
+    Ok(Reply::Json(
+        if admitted.replayed { 200 } else { 201 },
+        json!({
+            "record": admitted.record,
+            "space_created": created && !admitted.replayed,
+            "replayed": admitted.replayed,
+        }),
+    ))
+}
+
+/// The record profile catalog: profiles under `coord/` are the service's
+/// own and only those listed here may be published; every other namespace
+/// is the users' and takes any JSON record.
+fn check_profile(request: &PublishRequest) -> Result<(), Refusal> {
+    let Some(name) = request.profile.strip_prefix("coord/") else {
+        return Ok(());
+    };
+    match name {
+        "acquisition-target/1" => check_acquisition_target(&request.record),
+        _ => Err(Refusal::invalid_record(
+            "profile",
+            format!(
+                "`{}` is not a publishable profile of the catalog",
+                request.profile
+            ),
+        )),
+    }
+}
+
+/// `coord/acquisition-target/1`: {locator, type, label?, expected?,
+/// expected_source?}.
+fn check_acquisition_target(record: &Value) -> Result<(), Refusal> {
+    let Some(object) = record.as_object() else {
+        return Err(Refusal::invalid_record(
+            "record",
+            "an acquisition target is an object",
+        ));
+    };
+    for name in object.keys() {
+        if !["locator", "type", "label", "expected", "expected_source"].contains(&name.as_str()) {
+            return Err(Refusal::invalid_record(
+                format!("record.{name}"),
+                "unknown member",
+            ));
+        }
+    }
+    for name in ["locator", "type"] {
+        if !object.get(name).is_some_and(Value::is_string) {
+            return Err(Refusal::invalid_record(
+                format!("record.{name}"),
+                "a string is required",
+            ));
+        }
+    }
+    if object.get("label").is_some_and(|l| !l.is_string()) {
+        return Err(Refusal::invalid_record("record.label", "a string"));
+    }
+    match object.get("expected") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(e)) => {
+            let ok = e.len() == 2
+                && e.get("algorithm").and_then(Value::as_str) == Some("sha256")
+                && e.get("hex").and_then(Value::as_str).is_some_and(|h| {
+                    h.len() == 64
+                        && h.bytes()
+                            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+                });
+            if !ok {
+                return Err(Refusal::invalid_record(
+                    "record.expected",
+                    "ExpectedHash is {algorithm: \"sha256\", hex: 64 lowercase hex}",
+                ));
+            }
+        }
+        Some(_) => {
+            return Err(Refusal::invalid_record(
+                "record.expected",
+                "an object or null",
+            ))
+        }
+    }
+    Ok(())
+}

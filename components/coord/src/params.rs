@@ -1,0 +1,278 @@
+//! Query parameters of the HTTP binding (request rules 5 to 7): decoded,
+//! checked against the operation's parameter list, and kept both typed and
+//! in the form the signing record covers.
+
+use crate::refusal::Refusal;
+use crate::table::{Operation, ParamKind};
+use lab_coord_auth::{ParamValue, Params};
+
+/// Greatest position of a journal: 2^53 - 1.
+pub const MAX_POSITION: u64 = (1 << 53) - 1;
+/// Page size when `limit` is omitted or 0.
+pub const DEFAULT_LIMIT: u64 = 64;
+/// Greatest `limit`.
+pub const MAX_LIMIT: u64 = 128;
+
+/// The parameters of one request, validated.
+#[derive(Debug, Clone, Default)]
+pub struct Query {
+    /// What the signing record covers, exactly as received.
+    pub signed: Params,
+    /// `path`, one label per occurrence; empty when absent.
+    pub path: Vec<String>,
+    /// Whether `path` was given at all.
+    pub has_path: bool,
+}
+
+impl Query {
+    pub fn string(&self, name: &str) -> Option<&str> {
+        match self.signed.get(name) {
+            Some(ParamValue::String(s)) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub fn int(&self, name: &str) -> Option<u64> {
+        match self.signed.get(name) {
+            Some(ParamValue::Int(n)) => u64::try_from(*n).ok(),
+            _ => None,
+        }
+    }
+
+    /// `limit` with its default: omitted or 0 is 64.
+    pub fn limit(&self) -> u64 {
+        match self.int("limit") {
+            None | Some(0) => DEFAULT_LIMIT,
+            Some(n) => n,
+        }
+    }
+}
+
+/// Decodes and checks the raw query string against `operation`'s parameter
+/// list. Refusals are `invalid` naming the parameter.
+pub fn parse(operation: &Operation, raw: Option<&str>) -> Result<Query, Refusal> {
+    let mut query = Query::default();
+    let mut path = Vec::new();
+    for pair in raw
+        .unwrap_or("")
+        .split('&')
+        .filter(|_| raw.is_some_and(|r| !r.is_empty()))
+    {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let name =
+            decode(name).ok_or_else(|| Refusal::invalid_request("malformed query string"))?;
+        let Some(&(_, kind, _)) = operation.params.iter().find(|(n, _, _)| *n == name) else {
+            return Err(if name.is_empty() {
+                Refusal::invalid_request("empty query parameter")
+            } else {
+                Refusal::invalid(&name, format!("unknown query parameter `{name}`"))
+            });
+        };
+        let value = decode(value)
+            .ok_or_else(|| Refusal::invalid(&name, "malformed percent-encoding or UTF-8"))?;
+        if value.is_empty() {
+            return Err(Refusal::invalid(&name, format!("`{name}` is empty")));
+        }
+        if kind == ParamKind::Strings {
+            path.push(value);
+            continue;
+        }
+        if query.signed.get(&name).is_some() {
+            return Err(Refusal::invalid(&name, format!("`{name}` is repeated")));
+        }
+        let parsed = match kind {
+            ParamKind::Int => ParamValue::Int(integer(&name, &value)? as i64),
+            _ => ParamValue::String(value),
+        };
+        query.signed.insert(name, parsed);
+    }
+    for (name, kind, required) in operation.params {
+        let present = match kind {
+            ParamKind::Strings => !path.is_empty(),
+            _ => query.signed.get(name).is_some(),
+        };
+        if *required && !present {
+            return Err(Refusal::invalid(*name, format!("`{name}` is required")));
+        }
+    }
+    if !path.is_empty() {
+        for label in &path {
+            check_label(label)?;
+        }
+        query
+            .signed
+            .insert("path", ParamValue::Strings(path.clone()));
+        query.has_path = true;
+        query.path = path;
+    }
+    check_domains(&query)?;
+    Ok(query)
+}
+
+/// Rules 6 and 7 that need no journal: ranges of `limit`, `position`,
+/// `after` against `through`.
+fn check_domains(query: &Query) -> Result<(), Refusal> {
+    if let Some(limit) = query.int("limit") {
+        if limit > MAX_LIMIT {
+            return Err(Refusal::invalid("limit", "`limit` is at most 128"));
+        }
+    }
+    if query.int("position") == Some(0) {
+        return Err(Refusal::invalid("position", "`position` starts at 1"));
+    }
+    if let (Some(after), Some(through)) = (query.int("after"), query.int("through")) {
+        if after > through {
+            return Err(Refusal::invalid("after", "`after` is beyond `through`"));
+        }
+    }
+    Ok(())
+}
+
+/// A canonical non-negative integer in the position domain.
+fn integer(name: &str, text: &str) -> Result<u64, Refusal> {
+    let canonical = !text.is_empty()
+        && text.bytes().all(|b| b.is_ascii_digit())
+        && (text == "0" || !text.starts_with('0'));
+    if !canonical {
+        return Err(Refusal::invalid(
+            name,
+            format!("`{name}` must be a non-negative integer written with digits only"),
+        ));
+    }
+    match text.parse::<u64>() {
+        Ok(n) if n <= MAX_POSITION => Ok(n),
+        _ => Err(Refusal::invalid(
+            name,
+            format!("`{name}` is beyond 2^53 - 1"),
+        )),
+    }
+}
+
+/// A label of a path: what the journal accepts as a key (1..255 bytes of
+/// UTF-8, no control character, no `/`).
+pub fn check_label(label: &str) -> Result<(), Refusal> {
+    let ok = !label.is_empty()
+        && label.len() <= 255
+        && !label.contains('/')
+        && !label.chars().any(char::is_control);
+    if ok {
+        Ok(())
+    } else {
+        Err(Refusal::invalid(
+            "path",
+            "a path label is 1..255 bytes of UTF-8 with no control character and no `/`",
+        ))
+    }
+}
+
+/// Percent-decoding (RFC 3986): `%XX` is one octet, every other byte stands
+/// for itself (`+` included); the result must be UTF-8.
+fn decode(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = bytes.get(i + 1..i + 3)?;
+            let hex = std::str::from_utf8(hex).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::table;
+
+    fn op(name: &str) -> &'static Operation {
+        table::OPERATIONS.iter().find(|o| o.name == name).unwrap()
+    }
+
+    fn code_field(r: Result<Query, Refusal>) -> (String, Option<String>) {
+        let r = r.unwrap_err();
+        (
+            r.code().to_string(),
+            r.details()
+                .and_then(|d| d["field"].as_str().map(String::from)),
+        )
+    }
+
+    #[test]
+    fn repeated_path_and_percent_decoding() {
+        let q = parse(
+            op("entries"),
+            Some("path=a%20b&path=%C3%A9&path=x%2By+z&limit=5"),
+        )
+        .unwrap();
+        assert_eq!(q.path, ["a b", "é", "x+y+z"]);
+        assert_eq!(q.limit(), 5);
+        let json = q.signed.to_json().unwrap();
+        assert_eq!(json["path"], serde_json::json!(["a b", "é", "x+y+z"]));
+        assert_eq!(json["limit"], 5);
+    }
+
+    #[test]
+    fn refusals_name_the_parameter() {
+        assert_eq!(
+            code_field(parse(op("entries"), Some("path=a&nope=1"))),
+            ("invalid".into(), Some("nope".into()))
+        );
+        assert_eq!(
+            code_field(parse(op("entries"), Some("path="))),
+            ("invalid".into(), Some("path".into()))
+        );
+        assert_eq!(
+            code_field(parse(op("entries"), Some("path=a&limit=1&limit=2"))).1,
+            Some("limit".into())
+        );
+        assert_eq!(
+            code_field(parse(op("entries"), Some("path=a&limit=129"))).1,
+            Some("limit".into())
+        );
+        assert_eq!(
+            code_field(parse(op("entries"), Some("path=a&after=-1"))).1,
+            Some("after".into())
+        );
+        assert_eq!(
+            code_field(parse(op("entries"), Some("path=a&after=01"))).1,
+            Some("after".into())
+        );
+        assert_eq!(
+            code_field(parse(op("entries"), Some("path=a&after=5&through=4"))).1,
+            Some("after".into())
+        );
+        assert_eq!(
+            code_field(parse(op("entries"), None)).1,
+            Some("path".into())
+        );
+        assert_eq!(
+            code_field(parse(op("get"), Some("root_id=a&space_id=b&position=0"))).1,
+            Some("position".into())
+        );
+        assert_eq!(
+            code_field(parse(op("entries"), Some("path=a%2Fb"))).1,
+            Some("path".into())
+        );
+        assert_eq!(
+            code_field(parse(op("entries"), Some("path=%ZZ"))).1,
+            Some("path".into())
+        );
+        assert!(parse(op("entries"), Some("path=a&&limit=1")).is_err());
+    }
+
+    #[test]
+    fn limit_defaults() {
+        assert_eq!(parse(op("children"), None).unwrap().limit(), 64);
+        assert_eq!(parse(op("children"), Some("limit=0")).unwrap().limit(), 64);
+        assert_eq!(
+            parse(op("children"), Some("limit=128")).unwrap().limit(),
+            128
+        );
+    }
+}

@@ -1,0 +1,484 @@
+//! Strict decoding of request bodies (request rule 3) and the checks that
+//! need no journal (rule 9: before the proof is verified).
+
+use crate::facts::{Artifact, EntryRef, Hash};
+use crate::layout;
+use crate::params::{self, Query, MAX_POSITION};
+use crate::refusal::Refusal;
+use crate::table::Operation;
+use lab_coord_auth::{GrantKind, Principal};
+use lab_strict_json::{expect_object, parse, Json, Object, ShapeError};
+use std::collections::BTreeMap;
+
+/// Greatest length of an operation ID.
+pub const MAX_OPERATION_ID: usize = 128;
+
+/// A decoded request of one operation.
+#[derive(Debug, Clone)]
+pub enum Decoded {
+    /// Reads and `retain`: everything is in the query.
+    Query,
+    Publish(PublishRequest),
+    CreateArtifact(CreateArtifactRequest),
+    CreateProject(CreateProjectRequest),
+    CreateCampaign(CreateCampaignRequest),
+    ProvisionWorker(ProvisionWorkerRequest),
+    RetireWorker(RetireWorkerRequest),
+    Assign(AssignRequest),
+}
+
+#[derive(Debug, Clone)]
+pub struct CreateCampaignRequest {
+    pub operation_id: String,
+    pub label: String,
+    pub project: String,
+}
+
+/// One permission a worker is to be granted.
+#[derive(Debug, Clone)]
+pub struct Permission {
+    pub kind: GrantKind,
+    pub path: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ProvisionWorkerRequest {
+    pub operation_id: String,
+    pub project: String,
+    pub worker: String,
+    pub principal: Principal,
+    pub permissions: Vec<Permission>,
+    pub valid_until: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct RetireWorkerRequest {
+    pub operation_id: String,
+    pub project: String,
+    pub worker: String,
+    pub expected_cutoff: Option<u64>,
+}
+
+#[derive(Debug, Clone)]
+pub struct AssignRequest {
+    pub operation_id: String,
+    pub campaign: String,
+    pub assignment: String,
+    pub worker: String,
+    pub inputs: Vec<EntryRef>,
+    pub outputs: Vec<Vec<String>>,
+    pub brief: Option<String>,
+    pub expected_cutoff: Option<u64>,
+}
+
+#[derive(Debug, Clone)]
+pub struct PublishRequest {
+    pub operation_id: String,
+    pub path: Vec<String>,
+    pub profile: String,
+    /// The record as sent.
+    pub record: serde_json::Value,
+    pub expected_cutoff: Option<u64>,
+    pub metadata: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct CreateArtifactRequest {
+    pub operation_id: String,
+    pub path: Vec<String>,
+    pub artifact: Artifact,
+}
+
+#[derive(Debug, Clone)]
+pub struct CreateProjectRequest {
+    pub operation_id: String,
+    pub label: String,
+}
+
+pub fn decode(op: &Operation, query: &Query, body: &[u8]) -> Result<Decoded, Refusal> {
+    match op.name {
+        "resolve" | "children" | "entries" | "get" | "fetch" | "retain" | "snapshot" => {
+            check_query(op, query)?;
+            Ok(Decoded::Query)
+        }
+        "publish" => object(body).and_then(publish).map(Decoded::Publish),
+        "create_artifact" => object(body)
+            .and_then(create_artifact)
+            .map(Decoded::CreateArtifact),
+        "create_project" => object(body)
+            .and_then(create_project)
+            .map(Decoded::CreateProject),
+        "create_campaign" => object(body)
+            .and_then(create_campaign)
+            .map(Decoded::CreateCampaign),
+        "provision_worker" => object(body)
+            .and_then(provision_worker)
+            .map(Decoded::ProvisionWorker),
+        "retire_worker" => object(body)
+            .and_then(retire_worker)
+            .map(Decoded::RetireWorker),
+        "assign" => object(body).and_then(assign).map(Decoded::Assign),
+        name => Err(Refusal::NotImplemented(name)),
+    }
+}
+
+/// Grammar of the string parameters.
+fn check_query(op: &Operation, query: &Query) -> Result<(), Refusal> {
+    if let Some(root) = query.string("root_id") {
+        if !is_id(root, "rt_") {
+            return Err(Refusal::invalid(
+                "root_id",
+                "`root_id` is `rt_` and 32 lowercase hex digits",
+            ));
+        }
+    }
+    if let Some(space) = query.string("space_id") {
+        if !is_id(space, "spc_") {
+            return Err(Refusal::invalid(
+                "space_id",
+                "`space_id` is `spc_` and 32 lowercase hex digits",
+            ));
+        }
+    }
+    for name in ["bytes", "type"] {
+        if let Some(hash) = query.string(name) {
+            if Hash::parse(hash).is_none() {
+                return Err(Refusal::invalid(
+                    name,
+                    format!("`{name}` is `sha256:` and 64 lowercase hex digits"),
+                ));
+            }
+        }
+    }
+    let _ = op;
+    Ok(())
+}
+
+fn is_id(text: &str, prefix: &str) -> bool {
+    text.strip_prefix(prefix).is_some_and(|hex| {
+        hex.len() == 32
+            && hex
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
+}
+
+fn object(body: &[u8]) -> Result<Object, Refusal> {
+    let json = parse(body)
+        .map_err(|e| Refusal::invalid_request(format!("the body is not strict JSON: {e}")))?;
+    expect_object(json).map_err(shape)
+}
+
+fn shape(e: ShapeError) -> Refusal {
+    match e.field() {
+        Some(field) => Refusal::invalid(field.to_string(), e.to_string()),
+        None => Refusal::invalid_request(e.to_string()),
+    }
+}
+
+/// `[A-Za-z0-9._:-]`, 1..128 characters.
+fn operation_id(body: &mut Object) -> Result<String, Refusal> {
+    let id = body.take_required_str("operation_id").map_err(shape)?;
+    let ok = !id.is_empty()
+        && id.len() <= MAX_OPERATION_ID
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._:-".contains(&b));
+    if ok {
+        Ok(id)
+    } else {
+        Err(Refusal::invalid(
+            "operation_id",
+            "an operation ID is 1..128 characters of [A-Za-z0-9._:-]",
+        ))
+    }
+}
+
+fn path(body: &mut Object, field: &str) -> Result<Vec<String>, Refusal> {
+    let labels = body.take_required_array(field).map_err(shape)?;
+    let mut path = Vec::with_capacity(labels.len());
+    for label in labels {
+        let Json::String(label) = label else {
+            return Err(Refusal::invalid(field, "a path is an array of strings"));
+        };
+        params::check_label(&label).map_err(|_| {
+            Refusal::invalid(
+                field,
+                "a path label is 1..255 bytes with no control character and no `/`",
+            )
+        })?;
+        path.push(label);
+    }
+    Ok(path)
+}
+
+fn expected_cutoff(body: &mut Object) -> Result<Option<u64>, Refusal> {
+    let cutoff = body.take_optional_u64("expected_cutoff").map_err(shape)?;
+    if cutoff.is_some_and(|c| c > MAX_POSITION) {
+        return Err(Refusal::invalid(
+            "expected_cutoff",
+            "`expected_cutoff` is beyond 2^53 - 1",
+        ));
+    }
+    Ok(cutoff)
+}
+
+fn hash_member(object: &mut Object, field: &str, within: &str) -> Result<Hash, Refusal> {
+    let text = object
+        .take_required_str(field)
+        .map_err(|e| shape(e.within(within)))?;
+    Hash::parse(&text).ok_or_else(|| {
+        Refusal::invalid(
+            format!("{within}.{field}"),
+            "a hash is `sha256:` and 64 lowercase hex digits",
+        )
+    })
+}
+
+/// `<namespace>/<name>/<version>`: lowercase letters, digits, `.` and `-`,
+/// version a positive integer.
+pub fn is_profile(profile: &str) -> bool {
+    let parts: Vec<&str> = profile.split('/').collect();
+    let word = |w: &str| {
+        !w.is_empty()
+            && w.len() <= 64
+            && w.as_bytes()[0].is_ascii_alphanumeric()
+            && w.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b".-".contains(&b))
+    };
+    matches!(parts[..], [ns, name, version]
+        if word(ns) && word(name)
+            && !version.is_empty() && version.len() <= 9
+            && !version.starts_with('0')
+            && version.bytes().all(|b| b.is_ascii_digit()))
+}
+
+fn publish(mut body: Object) -> Result<PublishRequest, Refusal> {
+    let operation_id = operation_id(&mut body)?;
+    let path = path(&mut body, "path")?;
+    let profile = body.take_required_str("profile").map_err(shape)?;
+    if !is_profile(&profile) {
+        return Err(Refusal::invalid(
+            "profile",
+            "a profile is `<namespace>/<name>/<version>`",
+        ));
+    }
+    let record = body.take_required("record").map_err(shape)?;
+    let record = serde_json::to_value(&record)
+        .map_err(|_| Refusal::invalid("record", "the record is not representable"))?;
+    let expected_cutoff = expected_cutoff(&mut body)?;
+    let mut metadata = BTreeMap::new();
+    if let Some(object) = body.take_optional_object("metadata").map_err(shape)? {
+        for (key, value) in object.members() {
+            let Json::String(value) = value else {
+                return Err(Refusal::invalid("metadata", "metadata values are strings"));
+            };
+            metadata.insert(key.clone(), value.clone());
+        }
+    }
+    body.finish().map_err(shape)?;
+    layout::check_user_labels(&path)?;
+    Ok(PublishRequest {
+        operation_id,
+        path,
+        profile,
+        record,
+        expected_cutoff,
+        metadata,
+    })
+}
+
+fn create_artifact(mut body: Object) -> Result<CreateArtifactRequest, Refusal> {
+    let operation_id = operation_id(&mut body)?;
+    let path = path(&mut body, "path")?;
+    let mut artifact = body.take_required_object("artifact").map_err(shape)?;
+    let bytes = hash_member(&mut artifact, "bytes", "artifact")?;
+    let kind = hash_member(&mut artifact, "type", "artifact")?;
+    artifact.finish().map_err(|e| shape(e.within("artifact")))?;
+    body.finish().map_err(shape)?;
+    if layout::classify(&path) != layout::Position::Artifact {
+        return Err(Refusal::invalid(
+            "path",
+            "an artifact path is projects/<project>/artifacts/<artifact>",
+        ));
+    }
+    layout::check_user_labels(&path)?;
+    Ok(CreateArtifactRequest {
+        operation_id,
+        path,
+        artifact: Artifact { bytes, kind },
+    })
+}
+
+fn create_project(mut body: Object) -> Result<CreateProjectRequest, Refusal> {
+    let operation_id = operation_id(&mut body)?;
+    let label = body.take_required_str("label").map_err(shape)?;
+    body.finish().map_err(shape)?;
+    layout::check_user_label("label", &label)?;
+    Ok(CreateProjectRequest {
+        operation_id,
+        label,
+    })
+}
+
+fn label(body: &mut Object, field: &str) -> Result<String, Refusal> {
+    let label = body.take_required_str(field).map_err(shape)?;
+    layout::check_user_label(field, &label)?;
+    Ok(label)
+}
+
+fn create_campaign(mut body: Object) -> Result<CreateCampaignRequest, Refusal> {
+    let operation_id = operation_id(&mut body)?;
+    let label = label(&mut body, "label")?;
+    let project = label_of(&mut body, "project")?;
+    body.finish().map_err(shape)?;
+    Ok(CreateCampaignRequest {
+        operation_id,
+        label,
+        project,
+    })
+}
+
+/// A label that names an existing space: only its journal-key grammar is
+/// checked here (it resolves or is `not_found` later).
+fn label_of(body: &mut Object, field: &str) -> Result<String, Refusal> {
+    let label = body.take_required_str(field).map_err(shape)?;
+    params::check_label(&label).map_err(|_| Refusal::invalid(field, "not a label"))?;
+    Ok(label)
+}
+
+fn provision_worker(mut body: Object) -> Result<ProvisionWorkerRequest, Refusal> {
+    let operation_id = operation_id(&mut body)?;
+    let project = label_of(&mut body, "project")?;
+    let worker = label(&mut body, "worker")?;
+    let principal = body.take_required_str("principal").map_err(shape)?;
+    let principal = Principal::parse(&principal)
+        .filter(|p| p.verifying_key().is_some())
+        .ok_or_else(|| {
+            Refusal::invalid(
+                "principal",
+                "a principal is `ed25519:` and 64 lowercase hex digits of an admissible key",
+            )
+        })?;
+    let mut permissions = Vec::new();
+    for item in body.take_required_array("permissions").map_err(shape)? {
+        let Json::Object(mut item) = item else {
+            return Err(Refusal::invalid(
+                "permissions",
+                "a permission is {kind, path}",
+            ));
+        };
+        let kind = item
+            .take_required_str("kind")
+            .map_err(|e| shape(e.within("permissions")))?;
+        let kind = GrantKind::parse(&kind).ok_or_else(|| {
+            Refusal::invalid("permissions.kind", "read, publish, declare or provision")
+        })?;
+        let path =
+            path(&mut item, "path").map_err(|_| Refusal::invalid("permissions.path", "a path"))?;
+        item.finish().map_err(|e| shape(e.within("permissions")))?;
+        permissions.push(Permission { kind, path });
+    }
+    let valid_until = body.take_required_u64("valid_until").map_err(shape)?;
+    if valid_until > MAX_POSITION {
+        return Err(Refusal::invalid(
+            "valid_until",
+            "`valid_until` is beyond 2^53 - 1",
+        ));
+    }
+    body.finish().map_err(shape)?;
+    Ok(ProvisionWorkerRequest {
+        operation_id,
+        project,
+        worker,
+        principal,
+        permissions,
+        valid_until,
+    })
+}
+
+fn retire_worker(mut body: Object) -> Result<RetireWorkerRequest, Refusal> {
+    let operation_id = operation_id(&mut body)?;
+    let project = label_of(&mut body, "project")?;
+    let worker = label_of(&mut body, "worker")?;
+    let expected_cutoff = expected_cutoff(&mut body)?;
+    body.finish().map_err(shape)?;
+    Ok(RetireWorkerRequest {
+        operation_id,
+        project,
+        worker,
+        expected_cutoff,
+    })
+}
+
+fn assign(mut body: Object) -> Result<AssignRequest, Refusal> {
+    let operation_id = operation_id(&mut body)?;
+    let campaign = label_of(&mut body, "campaign")?;
+    let assignment = label(&mut body, "assignment")?;
+    let worker = label_of(&mut body, "worker")?;
+    let mut inputs = Vec::new();
+    for item in body.take_required_array("inputs").map_err(shape)? {
+        let json = serde_json::to_value(&item)
+            .map_err(|_| Refusal::invalid("inputs", "not representable"))?;
+        inputs.push(EntryRef::from_json(&json).map_err(|why| Refusal::invalid("inputs", why))?);
+    }
+    let mut outputs = Vec::new();
+    for item in body.take_required_array("outputs").map_err(shape)? {
+        let Json::Array(labels) = item else {
+            return Err(Refusal::invalid("outputs", "an output is a path"));
+        };
+        let mut path = Vec::new();
+        for label in labels {
+            let Json::String(label) = label else {
+                return Err(Refusal::invalid("outputs", "a path is an array of strings"));
+            };
+            params::check_label(&label).map_err(|_| Refusal::invalid("outputs", "not a label"))?;
+            path.push(label);
+        }
+        outputs.push(path);
+    }
+    let brief = body.take_optional_str("brief").map_err(shape)?;
+    let expected_cutoff = expected_cutoff(&mut body)?;
+    body.finish().map_err(shape)?;
+    Ok(AssignRequest {
+        operation_id,
+        campaign,
+        assignment,
+        worker,
+        inputs,
+        outputs,
+        brief,
+        expected_cutoff,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn profiles() {
+        assert!(is_profile("lab/finding/1"));
+        assert!(is_profile("coord/acquisition-target/1"));
+        assert!(!is_profile("lab/finding/0"));
+        assert!(!is_profile("lab/finding"));
+        assert!(!is_profile("Lab/finding/1"));
+        assert!(!is_profile("lab//1"));
+    }
+
+    #[test]
+    fn publish_strictness() {
+        let ok = br#"{"operation_id":"op-1","path":["projects","p","snapshots","s"],"profile":"lab/finding/1","record":{"x":1}}"#;
+        assert!(publish(object(ok).unwrap()).is_ok());
+        let unknown = br#"{"operation_id":"op-1","path":["projects","p","snapshots","s"],"profile":"lab/finding/1","record":1,"extra":1}"#;
+        assert_eq!(
+            publish(object(unknown).unwrap()).unwrap_err().code(),
+            "invalid"
+        );
+        let dup = br#"{"operation_id":"a","operation_id":"b"}"#;
+        assert_eq!(object(dup).unwrap_err().code(), "invalid");
+        let bad_id = br#"{"operation_id":"a b","path":[],"profile":"lab/f/1","record":1}"#;
+        let r = publish(object(bad_id).unwrap()).unwrap_err();
+        assert_eq!(r.details().unwrap()["field"], "operation_id");
+    }
+}

@@ -1,0 +1,201 @@
+//! The deployment's world: its settings, and the spaces the service keeps
+//! in the journal for it (`/worlds/<world>` and its organizers), provisioned
+//! with stable operation IDs so that a partial setup resumes.
+
+use crate::backend::CallError;
+use crate::journal::{self, Space};
+use crate::layout::WORLD_ORGANIZERS;
+use crate::refusal::Refusal;
+use lab_coord_auth::{Principal, SigningKey, Verifier};
+use lab_guest::lab::platform::{config, kv};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+const TABLE: &str = "world";
+const LAYOUT_KEY: &[u8] = b"layout";
+
+/// The settings the host passes (`labd --coord-*`).
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub world: String,
+    pub root: Principal,
+    pub audience: String,
+    /// The key the service signs the grants it issues with.
+    pub issuer: Option<SigningKey>,
+}
+
+impl Settings {
+    pub fn load() -> Result<Settings, Refusal> {
+        let get = |name: &str| {
+            config::get(name).ok_or_else(|| {
+                Refusal::Unavailable(format!("the deployment does not set `{name}`"))
+            })
+        };
+        let world = get("world")?;
+        let root = Principal::parse(&get("root-key")?)
+            .ok_or_else(|| Refusal::Internal("the configured root key is malformed".into()))?;
+        let issuer = match config::get("issuer-key") {
+            None => None,
+            Some(hex) => {
+                let seed: [u8; 32] = hex::decode(hex.trim())
+                    .ok()
+                    .and_then(|b| b.try_into().ok())
+                    .ok_or_else(|| Refusal::Internal("the issuer key is malformed".into()))?;
+                Some(SigningKey::from_bytes(&seed))
+            }
+        };
+        Ok(Settings {
+            world,
+            root,
+            audience: get("audience")?,
+            issuer,
+        })
+    }
+
+    pub fn verifier(&self) -> Verifier {
+        Verifier::new(self.world.clone(), self.root, self.audience.clone())
+    }
+}
+
+/// The world's spaces, as provisioned.
+#[derive(Debug, Clone)]
+pub struct World {
+    pub name: String,
+    pub root_id: String,
+    pub instance_id: String,
+    pub world: Space,
+}
+
+impl World {
+    /// The journal path of a path below the world.
+    pub fn journal_path(&self, path: &[String]) -> Vec<String> {
+        let mut full = self.world.path.clone();
+        full.extend(path.iter().cloned());
+        full
+    }
+
+    /// The path below the world of a journal space, or none when the space
+    /// lies outside the world (or is another root's).
+    pub fn world_path(&self, space: &Space) -> Option<Vec<String>> {
+        if space.root_id != self.root_id {
+            return None;
+        }
+        space
+            .path
+            .strip_prefix(self.world.path.as_slice())
+            .map(<[String]>::to_vec)
+    }
+
+    /// A space's JSON as this service reports it: its path below the world.
+    pub fn space_json(&self, space: &Space) -> Value {
+        json!({
+            "root_id": space.root_id,
+            "space_id": space.space_id,
+            "path": self.world_path(space).unwrap_or_default(),
+        })
+    }
+
+    /// The space at `path` below the world, or none.
+    pub fn resolve(&self, path: &[String]) -> Result<Option<Space>, Refusal> {
+        journal::resolve_path(&self.root_id, &self.journal_path(path))
+            .map_err(|e| e.into_refusal("journal"))
+    }
+
+    fn to_json(&self) -> Value {
+        json!({
+            "name": self.name,
+            "root_id": self.root_id,
+            "instance_id": self.instance_id,
+            "world": { "root_id": self.world.root_id, "space_id": self.world.space_id, "path": self.world.path },
+        })
+    }
+
+    fn from_json(value: &Value) -> Option<World> {
+        Some(World {
+            name: value["name"].as_str()?.to_string(),
+            root_id: value["root_id"].as_str()?.to_string(),
+            instance_id: value["instance_id"].as_str()?.to_string(),
+            world: Space::from_json(&value["world"]).ok()?,
+        })
+    }
+}
+
+/// A stable journal operation ID for the service's own creation of `key`
+/// under a parent: the same on every attempt, so a retry replays.
+pub fn setup_operation_id(key: &str) -> String {
+    let digest = Sha256::digest(key.as_bytes());
+    format!("coord.setup.{}", hex::encode(&digest[..16]))
+}
+
+/// The child `key` of `parent`, created with `operation_id` when absent.
+/// Returns the child and whether this call created it.
+pub fn ensure_child(
+    parent: &Space,
+    key: &str,
+    operation_id: &str,
+) -> Result<(Space, bool), CallError> {
+    if let Some(found) = journal::resolve_path(&parent.root_id, &parent.child_path(key))? {
+        return Ok((found, false));
+    }
+    match journal::create(parent, key, operation_id, None) {
+        Ok(created) => Ok((created.child, !created.replayed)),
+        Err(e) if e.code() == Some("exists") => {
+            journal::resolve_path(&parent.root_id, &parent.child_path(key))?
+                .map(|space| (space, false))
+                .ok_or_else(|| CallError::Unavailable("a child exists but does not resolve".into()))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The provisioned world: read from the store, or provisioned now (every
+/// step idempotent, so an interrupted setup resumes where it stopped).
+pub fn world(settings: &Settings) -> Result<World, Refusal> {
+    let stored = kv::begin_read()
+        .and_then(|txn| txn.get(TABLE, LAYOUT_KEY))
+        .map_err(|e| Refusal::Unavailable(format!("store: {e:?}")))?;
+    if let Some(bytes) = stored {
+        let value: Value = serde_json::from_slice(&bytes)
+            .map_err(|_| Refusal::Internal("the stored world layout is unreadable".into()))?;
+        let world = World::from_json(&value)
+            .ok_or_else(|| Refusal::Internal("the stored world layout is unreadable".into()))?;
+        if world.name == settings.world {
+            return Ok(world);
+        }
+        return Err(Refusal::Internal(format!(
+            "this data directory serves world `{}`, not `{}`",
+            world.name, settings.world
+        )));
+    }
+    let world = provision(settings).map_err(|e| e.into_refusal("journal"))?;
+    let txn = kv::begin_write().map_err(|e| Refusal::Unavailable(format!("store: {e:?}")))?;
+    let bytes = serde_json::to_vec(&world.to_json()).expect("JSON serializes");
+    txn.commit_with(&[kv::TableWrite {
+        table: TABLE.into(),
+        key: LAYOUT_KEY.to_vec(),
+        value: bytes,
+    }])
+    .map_err(|e| Refusal::Unavailable(format!("store: {e:?}")))?;
+    Ok(world)
+}
+
+fn provision(settings: &Settings) -> Result<World, CallError> {
+    let (root_id, instance_id) = journal::identity()?;
+    let root = journal::resolve_path(&root_id, &[])?
+        .ok_or_else(|| CallError::Unavailable("the journal root does not resolve".into()))?;
+    let (worlds, _) = ensure_child(&root, "worlds", &setup_operation_id("worlds"))?;
+    let (world, _) = ensure_child(
+        &worlds,
+        &settings.world,
+        &setup_operation_id(&settings.world),
+    )?;
+    for organizer in WORLD_ORGANIZERS {
+        ensure_child(&world, organizer, &setup_operation_id(organizer))?;
+    }
+    Ok(World {
+        name: settings.world.clone(),
+        root_id,
+        instance_id,
+        world,
+    })
+}

@@ -1,0 +1,231 @@
+//! Checks the contract files of `contracts/coordination` against each other
+//! and against the operation table the router serves: every JSON file
+//! parses, `operations.json` names exactly the operations of the
+//! specification's table, each HTTP row has the route, grant and parameters
+//! of `lab_coord::table::OPERATIONS`, and every schema a row or a schema
+//! names exists.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use lab_coord::table::{self, ParamKind};
+use serde_json::Value;
+
+/// The operations of the specification's table, in its order.
+const SPEC_OPERATIONS: [&str; 22] = [
+    "resolve",
+    "children",
+    "entries",
+    "get",
+    "fetch",
+    "snapshot",
+    "retain",
+    "publish",
+    "create_artifact",
+    "declare",
+    "compose",
+    "apply",
+    "query",
+    "explain",
+    "create_project",
+    "provision_worker",
+    "retire_worker",
+    "create_campaign",
+    "assign",
+    "export",
+    "subscribe",
+    "unsubscribe",
+];
+
+/// Operations the socket alone carries.
+const SOCKET_ONLY: [&str; 2] = ["subscribe", "unsubscribe"];
+
+fn dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../contracts/coordination")
+}
+
+fn files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{dir:?}: {e}")) {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files(&path, out);
+        } else {
+            out.push(path);
+        }
+    }
+    out.sort();
+}
+
+fn json(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path:?} is not JSON: {e}"))
+}
+
+fn operations() -> Vec<Value> {
+    let doc = json(&dir().join("operations.json"));
+    assert_eq!(doc["service"], "coord");
+    assert_eq!(doc["contract"], "2026-09-19");
+    doc["operations"]
+        .as_array()
+        .expect("operations.json has an `operations` array")
+        .clone()
+}
+
+fn schema_exists(name: &str) -> bool {
+    dir()
+        .join("schema")
+        .join(format!("{name}.schema.json"))
+        .is_file()
+}
+
+fn str_of<'v>(value: &'v Value, member: &str) -> &'v str {
+    value[member]
+        .as_str()
+        .unwrap_or_else(|| panic!("`{member}` is not a string in {value}"))
+}
+
+#[test]
+fn every_json_file_parses() {
+    let root = dir();
+    let mut all = Vec::new();
+    files(&root, &mut all);
+    let json_files: Vec<_> = all
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    assert!(json_files.len() > 3, "no JSON files under {root:?}");
+    for path in json_files {
+        json(path);
+    }
+    for name in [
+        "SURFACE.md",
+        "HTTP.md",
+        "WS.md",
+        "AUTH.md",
+        "operations.json",
+        "openapi.json",
+    ] {
+        assert!(root.join(name).is_file(), "{name} is missing");
+    }
+}
+
+#[test]
+fn operations_are_exactly_the_specification_table() {
+    let names: Vec<String> = operations()
+        .iter()
+        .map(|row| str_of(row, "name").to_string())
+        .collect();
+    assert_eq!(
+        names, SPEC_OPERATIONS,
+        "operations.json rows, in the table's order"
+    );
+}
+
+#[test]
+fn http_rows_match_the_router_table() {
+    let rows = operations();
+    for row in &rows {
+        let name = str_of(row, "name");
+        let served = table::OPERATIONS.iter().find(|o| o.name == name);
+        match (&row["http"], served) {
+            (Value::Null, None) => {
+                assert!(SOCKET_ONLY.contains(&name), "{name} has no route");
+                assert_eq!(row["ws"], true, "{name} is socket-only");
+            }
+            (Value::Null, Some(_)) => panic!("{name} is routed but its row has no `http`"),
+            (http, None) => panic!("{name} has `http` {http} but no route"),
+            (http, Some(op)) => {
+                let route = format!("/v1/{}", op.route.join("/"));
+                assert_eq!(str_of(http, "method"), op.method, "{name} method");
+                assert_eq!(str_of(http, "path"), route, "{name} path");
+                assert_eq!(str_of(row, "grant"), op.grant.as_str(), "{name} grant");
+                let params: Vec<(String, String, bool)> = row["params"]
+                    .as_array()
+                    .unwrap_or_else(|| panic!("{name} has no params array"))
+                    .iter()
+                    .map(|p| {
+                        (
+                            str_of(p, "name").to_string(),
+                            str_of(p, "kind").to_string(),
+                            p["required"].as_bool().expect("required is a boolean"),
+                        )
+                    })
+                    .collect();
+                let expected: Vec<(String, String, bool)> = op
+                    .params
+                    .iter()
+                    .map(|(n, kind, required)| {
+                        let kind = match kind {
+                            ParamKind::Str => "string",
+                            ParamKind::Int => "int",
+                            ParamKind::Strings => "strings",
+                        };
+                        (n.to_string(), kind.to_string(), *required)
+                    })
+                    .collect();
+                assert_eq!(params, expected, "{name} parameters");
+                let carried = !matches!(name, "retain" | "fetch");
+                assert_eq!(row["ws"], carried, "{name} ws");
+            }
+        }
+    }
+    for op in table::OPERATIONS {
+        assert!(
+            rows.iter().any(|row| row["name"] == op.name),
+            "routed operation {} has no row",
+            op.name
+        );
+    }
+}
+
+#[test]
+fn named_schemas_exist() {
+    for row in operations() {
+        for member in ["request", "response"] {
+            if let Some(name) = row[member].as_str() {
+                assert!(
+                    schema_exists(name),
+                    "{} names missing schema {name}",
+                    row["name"]
+                );
+            }
+        }
+    }
+    let root = dir().join("schema");
+    let mut schemas = Vec::new();
+    files(&root, &mut schemas);
+    let mut refs = BTreeSet::new();
+    for path in &schemas {
+        let schema = json(path);
+        let file = path.file_name().unwrap().to_str().unwrap();
+        assert_eq!(schema["$id"], file, "$id of {file}");
+        assert_eq!(
+            schema["$schema"], "https://json-schema.org/draft/2020-12/schema",
+            "$schema of {file}"
+        );
+        collect_refs(&schema, &mut refs);
+    }
+    for target in refs {
+        assert!(
+            root.join(&target).is_file(),
+            "a schema refers to missing {target}"
+        );
+    }
+}
+
+fn collect_refs(value: &Value, out: &mut BTreeSet<String>) {
+    match value {
+        Value::Object(members) => {
+            for (key, member) in members {
+                match (key.as_str(), member) {
+                    ("$ref", Value::String(target)) => {
+                        out.insert(target.clone());
+                    }
+                    _ => collect_refs(member, out),
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|item| collect_refs(item, out)),
+        _ => {}
+    }
+}
