@@ -1,0 +1,475 @@
+//! Talking to the service: `labctl call` (a signed operation), `labctl
+//! describe` and `labctl health` (operational routes, no carriage).
+
+use std::io::{self, BufReader, Read as _, Write as _};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::Args;
+use lab_coord_auth::{sign_request, Carriage, HEADER, MAX_GRANTS};
+use serde_json::Value;
+
+use crate::failure::{Failure, Refusal};
+use crate::http::{self, Request, Response};
+use crate::ops::{self, Answer, Arguments, RequestBody};
+use crate::output::Sink;
+use crate::{grant, grantfile, keyfile, random, Common};
+
+/// The service name every answer must carry in `Lab-Service`.
+pub const SERVICE: &str = "coord";
+/// The contract this client was written against (`Lab-Contract`).
+pub const CONTRACT: &str = "2026-09-19";
+
+#[derive(Debug, Args)]
+pub struct CallArgs {
+    /// The operation's table name (see the list below).
+    #[arg(value_name = "OP")]
+    pub op: String,
+
+    /// One label of the request path; repeat it for each label, in order.
+    #[arg(long = "path", value_name = "LABEL", allow_hyphen_values = true)]
+    pub path: Vec<String>,
+
+    /// A query parameter of the operation, e.g. limit=10 or cursor=...
+    #[arg(long = "param", value_name = "NAME=VALUE", allow_hyphen_values = true)]
+    pub params: Vec<String>,
+
+    /// The request body: a file, or - for stdin. JSON for the publishing,
+    /// provisioning, query and explain verbs; raw bytes for retain.
+    #[arg(long, value_name = "FILE|-")]
+    pub body: Option<PathBuf>,
+
+    /// The interpretation hash of retained bytes (retain's `type`).
+    #[arg(long = "type", value_name = "HASH")]
+    pub type_hash: Option<String>,
+
+    /// Write the answer (fetch: the bytes) to FILE instead of stdout; the
+    /// file appears only once complete.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct DescribeArgs {
+    /// A contract file to print verbatim (SURFACE.md, operations.json,
+    /// schema/<Type>.schema.json, ...); none prints the description.
+    #[arg(value_name = "FILE")]
+    pub file: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct HealthArgs {
+    /// Ask /livez (the process answers) instead of /healthz (its backends
+    /// are reachable).
+    #[arg(long)]
+    pub live: bool,
+}
+
+/// An operations endpoint, split for connecting and for signing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    /// The URL without its trailing slashes: the default audience.
+    pub base: String,
+    /// `host[:port]` as written: the `Host` header.
+    pub authority: String,
+    /// `host:port` to connect to.
+    pub address: String,
+    /// The path prefix before the routes, without a trailing slash.
+    pub prefix: String,
+}
+
+impl Endpoint {
+    pub fn parse(url: &str) -> Result<Endpoint, String> {
+        let base = url.trim_end_matches('/');
+        let rest = match base.split_once("://") {
+            Some((scheme, rest)) if scheme.eq_ignore_ascii_case("http") => rest,
+            Some((scheme, _)) if scheme.eq_ignore_ascii_case("https") => {
+                return Err(format!(
+                    "{url}: labctl speaks plain http only; run a TLS-terminating proxy \
+                     that forwards http://127.0.0.1:PORT to it, give that as --endpoint \
+                     and {base} as --audience"
+                ))
+            }
+            _ => return Err(format!("{url}: the endpoint is an http:// URL")),
+        };
+        let (authority, prefix) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+        if authority.is_empty()
+            || authority.contains(['@', '?', '#'])
+            || prefix.contains(['?', '#'])
+        {
+            return Err(format!(
+                "{url}: the endpoint is http://host[:port][/prefix], without user, query or fragment"
+            ));
+        }
+        let has_port = match authority.rfind(']') {
+            Some(bracket) => authority[bracket..].contains(':'),
+            None => authority.contains(':'),
+        };
+        let address = if has_port {
+            authority.to_owned()
+        } else {
+            format!("{authority}:80")
+        };
+        Ok(Endpoint {
+            base: base.to_owned(),
+            authority: authority.to_owned(),
+            address,
+            prefix: prefix.to_owned(),
+        })
+    }
+}
+
+fn endpoint_of(common: &Common) -> Result<Endpoint, Failure> {
+    Endpoint::parse(&common.endpoint).map_err(Failure::Usage)
+}
+
+/// Sends `request` and checks the answer's `Lab-Service` header before its
+/// body is read.
+fn exchange(
+    endpoint: &Endpoint,
+    request: &Request<'_>,
+    timeout: u64,
+) -> Result<Response<BufReader<TcpStream>>, Failure> {
+    let url = format!(
+        "{}{}",
+        endpoint.base,
+        &request.target[endpoint.prefix.len()..]
+    );
+    let timeout = Duration::from_secs(timeout.max(1));
+    let response = http::send(&endpoint.address, request, timeout).map_err(|err| match err {
+        http::Error::Io(err) => Failure::Transport(format!("{} {url}: {err}", request.method)),
+        http::Error::Malformed(why) => Failure::Protocol(format!(
+            "{} {url}: malformed HTTP answer: {why}",
+            request.method
+        )),
+    })?;
+    match response.header("Lab-Service") {
+        Some(SERVICE) => {}
+        Some(other) => {
+            return Err(Failure::Protocol(format!(
+                "{url} answered as service {other:?}, not {SERVICE:?}"
+            )))
+        }
+        None => {
+            return Err(Failure::Protocol(format!(
+                "{url} answered HTTP {} without `Lab-Service: {SERVICE}`; \
+                 is {} the coordination service?",
+                response.status, endpoint.base
+            )))
+        }
+    }
+    if let Some(contract) = response.header("Lab-Contract") {
+        if contract != CONTRACT {
+            eprintln!(
+                "labctl: warning: the service answers contract {contract}; \
+                 labctl was written for {CONTRACT}"
+            );
+        }
+    }
+    Ok(response)
+}
+
+fn read_body(response: &mut Response<BufReader<TcpStream>>) -> Result<Vec<u8>, Failure> {
+    response
+        .read_body()
+        .map_err(|err| Failure::Transport(format!("reading the answer: {err}")))
+}
+
+fn is_success(status: u16) -> bool {
+    (200..300).contains(&status)
+}
+
+/// Reads a JSON answer: a success is returned, anything else is a refusal.
+fn json_answer(response: &mut Response<BufReader<TcpStream>>) -> Result<Value, Failure> {
+    let body = read_body(response)?;
+    if !is_success(response.status) {
+        return Err(Failure::Refused(Refusal::from_answer(
+            response.status,
+            &body,
+        )));
+    }
+    serde_json::from_slice(&body).map_err(|err| {
+        Failure::Protocol(format!(
+            "the HTTP {} answer is not JSON: {err}",
+            response.status
+        ))
+    })
+}
+
+fn write_json(value: &Value, out: Option<&Path>) -> Result<(), Failure> {
+    let mut sink = Sink::open(out)?;
+    let mut text = serde_json::to_string_pretty(value).expect("a JSON value serializes");
+    text.push('\n');
+    sink.write_all(text.as_bytes())
+        .map_err(|err| sink.failed(err))?;
+    sink.commit()
+}
+
+/// Reads the request body: a file, or stdin for `-`.
+fn read_request_body(path: &Path) -> Result<Vec<u8>, Failure> {
+    if path == Path::new("-") {
+        let mut body = Vec::new();
+        io::stdin()
+            .read_to_end(&mut body)
+            .map_err(|err| Failure::Io(format!("cannot read stdin: {err}")))?;
+        Ok(body)
+    } else {
+        std::fs::read(path).map_err(|err| Failure::reading(path, err))
+    }
+}
+
+pub fn run_call(args: CallArgs, common: &Common) -> Result<(), Failure> {
+    let op = ops::find(&args.op).ok_or_else(|| {
+        if ops::SOCKET_ONLY.contains(&args.op.as_str()) {
+            Failure::Usage(format!(
+                "{} exists only on the WebSocket binding (/v1/ws)",
+                args.op
+            ))
+        } else {
+            Failure::Usage(format!(
+                "no operation {:?}; the HTTP operations are {}",
+                args.op,
+                ops::names()
+            ))
+        }
+    })?;
+
+    let mut arguments = Arguments {
+        path: args.path,
+        params: args
+            .params
+            .iter()
+            .map(|text| ops::split_param(text))
+            .collect::<Result<_, _>>()
+            .map_err(Failure::Usage)?,
+    };
+    if let Some(hash) = args.type_hash {
+        arguments.params.push(("type".into(), hash));
+    }
+    let built = op.build(&arguments).map_err(Failure::Usage)?;
+
+    let body = match (op.body, &args.body) {
+        (RequestBody::None, None) => Vec::new(),
+        (RequestBody::None, Some(_)) => {
+            return Err(Failure::Usage(format!("{} takes no --body", op.name)))
+        }
+        (_, None) => {
+            return Err(Failure::Usage(format!(
+                "{} needs --body FILE (or - for stdin)",
+                op.name
+            )))
+        }
+        (RequestBody::Json, Some(path)) => {
+            let body = read_request_body(path)?;
+            if let Err(err) = serde_json::from_slice::<Value>(&body) {
+                return Err(Failure::Data(format!(
+                    "the body {} is not JSON: {err}",
+                    path.display()
+                )));
+            }
+            body
+        }
+        (RequestBody::Bytes, Some(path)) => read_request_body(path)?,
+    };
+
+    let endpoint = endpoint_of(common)?;
+    let audience = common
+        .audience
+        .clone()
+        .unwrap_or_else(|| endpoint.base.clone());
+    let key = keyfile::load(common.key_file()?)?;
+    let grants = grantfile::load_all(&common.grant_files())?;
+    if grants.len() > MAX_GRANTS {
+        return Err(Failure::Data(format!(
+            "the grant files hold {} distinct grants; a request carries at most {MAX_GRANTS}",
+            grants.len()
+        )));
+    }
+
+    let nonce =
+        random::nonce().map_err(|err| Failure::Io(format!("cannot read /dev/urandom: {err}")))?;
+    let proof = sign_request(
+        &key,
+        op.name,
+        &built.params,
+        &body,
+        &nonce,
+        grant::now(),
+        &audience,
+    )
+    .map_err(|err| Failure::Usage(format!("cannot sign the request: {err}")))?;
+    let carriage = Carriage::new(proof, grants);
+
+    let target = format!("{}{}{}", endpoint.prefix, op.route, built.query);
+    let mut headers = vec![(HEADER, carriage.to_header())];
+    match op.body {
+        RequestBody::Json => headers.push(("Content-Type", "application/json".into())),
+        RequestBody::Bytes => headers.push(("Content-Type", "application/octet-stream".into())),
+        RequestBody::None => {}
+    }
+    let request = Request {
+        method: op.method,
+        target: &target,
+        host: &endpoint.authority,
+        headers,
+        body: &body,
+    };
+    let mut response = exchange(&endpoint, &request, common.timeout)?;
+    match op.answer {
+        Answer::Json => write_json(&json_answer(&mut response)?, args.out.as_deref()),
+        Answer::Bytes => {
+            if !is_success(response.status) {
+                let body = read_body(&mut response)?;
+                return Err(Failure::Refused(Refusal::from_answer(
+                    response.status,
+                    &body,
+                )));
+            }
+            stream_body(&mut response, args.out.as_deref())
+        }
+    }
+}
+
+/// Copies a bytes answer to `out` (or stdout). A body cut short is a
+/// transport failure, and no file is left behind.
+fn stream_body(
+    response: &mut Response<BufReader<TcpStream>>,
+    out: Option<&Path>,
+) -> Result<(), Failure> {
+    let mut sink = Sink::open(out)?;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let got = match response.body().read(&mut buf) {
+            Ok(0) => break,
+            Ok(got) => got,
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
+            Err(err) => {
+                return Err(Failure::Transport(format!(
+                    "reading the bytes: {err}; the content is incomplete"
+                )))
+            }
+        };
+        sink.write_all(&buf[..got])
+            .map_err(|err| sink.failed(err))?;
+    }
+    sink.commit()
+}
+
+fn operational(
+    endpoint: &Endpoint,
+    route: &str,
+    timeout: u64,
+) -> Result<Response<BufReader<TcpStream>>, Failure> {
+    let target = format!("{}{route}", endpoint.prefix);
+    let request = Request {
+        method: "GET",
+        target: &target,
+        host: &endpoint.authority,
+        headers: Vec::new(),
+        body: b"",
+    };
+    exchange(endpoint, &request, timeout)
+}
+
+pub fn run_describe(args: DescribeArgs, common: &Common) -> Result<(), Failure> {
+    let endpoint = endpoint_of(common)?;
+    match &args.file {
+        None => {
+            let mut response = operational(&endpoint, "/describe", common.timeout)?;
+            write_json(&json_answer(&mut response)?, None)
+        }
+        Some(file) => {
+            let encoded: Vec<String> = file.split('/').map(ops::percent_encode).collect();
+            let route = format!("/describe/{}", encoded.join("/"));
+            let mut response = operational(&endpoint, &route, common.timeout)?;
+            if !is_success(response.status) {
+                let body = read_body(&mut response)?;
+                return Err(Failure::Refused(Refusal::from_answer(
+                    response.status,
+                    &body,
+                )));
+            }
+            stream_body(&mut response, None)
+        }
+    }
+}
+
+pub fn run_health(args: HealthArgs, common: &Common) -> Result<(), Failure> {
+    let endpoint = endpoint_of(common)?;
+    let route = if args.live { "/livez" } else { "/healthz" };
+    let mut response = operational(&endpoint, route, common.timeout)?;
+    if response.status != 503 {
+        return write_json(&json_answer(&mut response)?, None);
+    }
+    // 503 carries the health envelope: print it, and name what fails.
+    let body = read_body(&mut response)?;
+    let Ok(value) = serde_json::from_slice::<Value>(&body) else {
+        return Err(Failure::Refused(Refusal::from_answer(503, &body)));
+    };
+    if value.get("checks").is_none() {
+        return Err(Failure::Refused(Refusal::from_answer(503, &body)));
+    }
+    write_json(&value, None)?;
+    let failing: Vec<String> = value["checks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|check| check["status"] != "ok")
+        .map(|check| {
+            format!(
+                "{} ({})",
+                check["name"].as_str().unwrap_or("?"),
+                check["detail"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    Err(Failure::Unhealthy(format!(
+        "unhealthy: failing checks: {}",
+        if failing.is_empty() {
+            "none named".into()
+        } else {
+            failing.join(", ")
+        }
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints() {
+        let e = Endpoint::parse("http://127.0.0.1:8094").unwrap();
+        assert_eq!(
+            e,
+            Endpoint {
+                base: "http://127.0.0.1:8094".into(),
+                authority: "127.0.0.1:8094".into(),
+                address: "127.0.0.1:8094".into(),
+                prefix: String::new(),
+            }
+        );
+        let e = Endpoint::parse("http://proxy.example/api/operations/").unwrap();
+        assert_eq!(e.base, "http://proxy.example/api/operations");
+        assert_eq!(e.address, "proxy.example:80");
+        assert_eq!(e.authority, "proxy.example");
+        assert_eq!(e.prefix, "/api/operations");
+        let e = Endpoint::parse("http://[::1]:9000/").unwrap();
+        assert_eq!(e.address, "[::1]:9000");
+        assert_eq!(e.base, "http://[::1]:9000");
+        assert_eq!(Endpoint::parse("http://[::1]").unwrap().address, "[::1]:80");
+        let err = Endpoint::parse("https://lab.example/api/operations").unwrap_err();
+        assert!(err.contains("proxy"), "{err}");
+        for bad in [
+            "127.0.0.1:8094",
+            "ftp://x",
+            "http://",
+            "http://u@h",
+            "http://h/?q",
+            "http://h/#f",
+        ] {
+            assert!(Endpoint::parse(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,1205 @@
+//! Black-box tests of the `labctl` binary: key files, grants checked with
+//! `lab-coord-auth`, and `labctl call` against a one-request HTTP server
+//! that records exactly what arrived and verifies its carriage.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use lab_coord_auth::{
+    valid_grants, BodyDigest, Carriage, Grant, GrantKind, MemoryReplayCache, ParamValue, Params,
+    Principal, RequestFacts, Verifier, HEADER,
+};
+use serde_json::{json, Value};
+
+const LAB_VARS: [&str; 5] = [
+    "LAB_KEY",
+    "LAB_ENDPOINT",
+    "LAB_AUDIENCE",
+    "LAB_GRANTS",
+    "LAB_WORLD",
+];
+
+fn temp_dir(name: &str) -> PathBuf {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "labctl-{name}-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// Runs labctl with `args`, the `LAB_*` variables of `env` only, and
+/// `stdin`.
+fn labctl_with(args: &[&str], env: &[(&str, &str)], stdin: &[u8]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_labctl"));
+    for var in LAB_VARS {
+        command.env_remove(var);
+    }
+    command
+        .args(args)
+        .envs(env.iter().copied())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = command.spawn().expect("start labctl");
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(stdin).unwrap();
+    drop(input);
+    child.wait_with_output().unwrap()
+}
+
+fn labctl(args: &[&str]) -> Output {
+    labctl_with(args, &[], b"")
+}
+
+fn code(output: &Output) -> i32 {
+    output.status.code().expect("labctl exited by a signal")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8(output.stdout.clone()).unwrap()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn ok(output: Output) -> Output {
+    assert_eq!(code(&output), 0, "stderr: {}", stderr(&output));
+    output
+}
+
+fn p(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+/// A key file made by `labctl keygen`, and its principal.
+fn keygen(dir: &Path, name: &str) -> (PathBuf, Principal) {
+    let path = dir.join(format!("{name}.key"));
+    let out = ok(labctl(&["keygen", "--out", p(&path)]));
+    let principal = Principal::parse(stdout(&out).trim_end()).expect("keygen prints a principal");
+    (path, principal)
+}
+
+/// Reads a grant file the way the service reads a carriage's grants.
+fn read_grants(path: &Path) -> Vec<Grant> {
+    let grants: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let grants = match grants {
+        Value::Array(items) => items,
+        one => vec![one],
+    };
+    let proof = json!({
+        "principal": format!("ed25519:{}", "ab".repeat(32)),
+        "nonce": "A".repeat(22),
+        "timestamp": 1,
+        "audience": "x",
+        "signature": "A".repeat(86) + "==",
+    });
+    let carriage = json!({"proof": proof, "grants": grants});
+    Carriage::from_json_bytes(carriage.to_string().as_bytes())
+        .expect("grant file decodes strictly")
+        .grants
+}
+
+#[test]
+fn key_file_round_trip() {
+    let dir = temp_dir("keys");
+    let (path, principal) = keygen(&dir, "me");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let hex = text
+        .strip_prefix("ed25519-secret:")
+        .and_then(|rest| rest.strip_suffix('\n'))
+        .expect("key file format");
+    assert_eq!(hex.len(), 64);
+    assert!(hex
+        .bytes()
+        .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()));
+    let mut seed = [0u8; 32];
+    for (i, byte) in seed.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap();
+    }
+    let key = lab_coord_auth::SigningKey::from_bytes(&seed);
+    assert_eq!(Principal::of(&key), principal);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+
+    let out = ok(labctl(&["principal", "--key", p(&path)]));
+    assert_eq!(stdout(&out), format!("{principal}\n"));
+    let out = ok(labctl_with(&["principal"], &[("LAB_KEY", p(&path))], b""));
+    assert_eq!(stdout(&out), format!("{principal}\n"));
+
+    // Never replaced.
+    let again = labctl(&["keygen", "--out", p(&path)]);
+    assert_eq!(code(&again), 73, "{}", stderr(&again));
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
+
+    // Missing and malformed key files.
+    let out = labctl(&["principal", "--key", p(&dir.join("absent.key"))]);
+    assert_eq!(code(&out), 66);
+    let bad = dir.join("bad.key");
+    std::fs::write(&bad, "ed25519-secret:XYZ\n").unwrap();
+    let out = labctl(&["principal", "--key", p(&bad)]);
+    assert_eq!(code(&out), 65);
+    // Two keys differ.
+    let (_, other) = keygen(&dir, "other");
+    assert_ne!(other, principal);
+}
+
+#[test]
+fn root_grant_verifies() {
+    let dir = temp_dir("grant");
+    let (root_key, root) = keygen(&dir, "root");
+    let (_, worker) = keygen(&dir, "worker");
+    let file = dir.join("worker.grants");
+    let out = ok(labctl(&[
+        "grant",
+        "--key",
+        p(&root_key),
+        "--to",
+        &worker.to_string(),
+        "--kind",
+        "read",
+        "--path",
+        "projects",
+        "--path",
+        "a b/é",
+        "--valid-for",
+        "1h",
+        "--append-to",
+        p(&file),
+    ]));
+    let printed: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let grants = read_grants(&file);
+    assert_eq!(grants.len(), 1);
+    let grant = &grants[0];
+    assert_eq!(printed, grant.to_json());
+    assert_eq!(grant.principal, worker);
+    assert_eq!(grant.issuer, root);
+    assert_eq!(grant.kind, GrantKind::Read);
+    assert_eq!(grant.path, ["projects", "a b/é"]);
+    let t = now();
+    assert!((t + 3595..=t + 3600).contains(&grant.valid_until));
+    assert_eq!(valid_grants(&grants, "lab", &root, t), [true]);
+    assert_eq!(valid_grants(&grants, "other", &root, t), [false]);
+    assert_eq!(valid_grants(&grants, "lab", &worker, t), [false]);
+
+    // --valid-until, another world from LAB_WORLD, appended to the same file.
+    let out = ok(labctl_with(
+        &[
+            "grant",
+            "--key",
+            p(&root_key),
+            "--to",
+            &worker.to_string(),
+            "--kind",
+            "provision",
+            "--valid-until",
+            "4000000000",
+            "--append-to",
+            p(&file),
+        ],
+        &[("LAB_WORLD", "w2")],
+        b"",
+    ));
+    let grants = read_grants(&file);
+    assert_eq!(grants.len(), 2);
+    assert_eq!(
+        grants[1].to_json(),
+        serde_json::from_str::<Value>(&stdout(&out)).unwrap()
+    );
+    assert_eq!(grants[1].valid_until, 4_000_000_000);
+    assert!(grants[1].path.is_empty());
+    assert_eq!(valid_grants(&grants, "w2", &root, now()), [false, true]);
+
+    // Exactly one expiry, a known kind, a principal.
+    for args in [
+        &["--kind", "read", "--to", &worker.to_string()][..],
+        &[
+            "--kind",
+            "read",
+            "--to",
+            &worker.to_string(),
+            "--valid-for",
+            "1h",
+            "--valid-until",
+            "9",
+        ],
+        &[
+            "--kind",
+            "write",
+            "--to",
+            &worker.to_string(),
+            "--valid-for",
+            "1h",
+        ],
+        &["--kind", "read", "--to", "ed25519:AB", "--valid-for", "1h"],
+        &[
+            "--kind",
+            "read",
+            "--to",
+            &worker.to_string(),
+            "--valid-for",
+            "1y",
+        ],
+    ] {
+        let mut all = vec!["grant", "--key", p(&root_key)];
+        all.extend_from_slice(args);
+        let out = labctl(&all);
+        assert_eq!(code(&out), 64, "{args:?}: {}", stderr(&out));
+    }
+}
+
+#[test]
+fn delegation_carries_its_chain_and_refuses_widening() {
+    let dir = temp_dir("delegate");
+    let (root_key, root) = keygen(&dir, "root");
+    let (lead_key, lead) = keygen(&dir, "lead");
+    let (worker_key, worker) = keygen(&dir, "worker");
+    let (_, helper) = keygen(&dir, "helper");
+    let lead_file = dir.join("lead.grants");
+    let worker_file = dir.join("worker.grants");
+    let helper_file = dir.join("helper.grants");
+    let grant = |key: &Path, to: &Principal, extra: &[&str]| {
+        let to = to.to_string();
+        let mut args = vec!["grant", "--key", p(key), "--to", &to];
+        args.extend_from_slice(extra);
+        labctl(&args)
+    };
+
+    ok(grant(
+        &root_key,
+        &lead,
+        &[
+            "--kind",
+            "publish",
+            "--path",
+            "projects",
+            "--valid-for",
+            "2h",
+            "--append-to",
+            p(&lead_file),
+        ],
+    ));
+    let lead_grants = read_grants(&lead_file);
+    let parent_expiry = lead_grants[0].valid_until.to_string();
+
+    ok(grant(
+        &lead_key,
+        &worker,
+        &[
+            "--kind",
+            "publish",
+            "--path",
+            "projects",
+            "--path",
+            "alpha",
+            "--valid-for",
+            "1h",
+            "--parent",
+            p(&lead_file),
+            "--append-to",
+            p(&worker_file),
+        ],
+    ));
+    let chain = read_grants(&worker_file);
+    assert_eq!(chain.len(), 2, "the parent's chain comes along");
+    assert_eq!(chain[0], lead_grants[0]);
+    assert_eq!(chain[1].issuer, lead);
+    assert_eq!(chain[1].principal, worker);
+    assert_eq!(valid_grants(&chain, "lab", &root, now()), [true, true]);
+    // Without its parent the delegated grant is not valid.
+    assert_eq!(valid_grants(&chain[1..], "lab", &root, now()), [false]);
+
+    // A second level: the file holds the whole chain, root-first.
+    ok(grant(
+        &worker_key,
+        &helper,
+        &[
+            "--kind",
+            "publish",
+            "--path",
+            "projects",
+            "--path",
+            "alpha",
+            "--path",
+            "artifacts",
+            "--valid-for",
+            "30m",
+            "--parent",
+            p(&worker_file),
+            "--append-to",
+            p(&helper_file),
+        ],
+    ));
+    let chain = read_grants(&helper_file);
+    assert_eq!(chain.len(), 3);
+    assert_eq!(chain[..2], read_grants(&worker_file)[..]);
+    assert_eq!(
+        valid_grants(&chain, "lab", &root, now()),
+        [true, true, true]
+    );
+
+    // Widening is refused: broader path, other kind, later expiry.
+    let before = std::fs::read(&helper_file).unwrap();
+    let later = (lead_grants[0].valid_until + 10).to_string();
+    for extra in [
+        &["--kind", "publish", "--valid-for", "1h"][..],
+        &["--kind", "publish", "--path", "beta", "--valid-for", "1h"],
+        &["--kind", "read", "--path", "projects", "--valid-for", "1h"],
+        &[
+            "--kind",
+            "publish",
+            "--path",
+            "projects",
+            "--valid-until",
+            &later,
+        ],
+    ] {
+        let mut args = extra.to_vec();
+        args.extend_from_slice(&["--parent", p(&lead_file), "--append-to", p(&helper_file)]);
+        let out = grant(&lead_key, &worker, &args);
+        assert_eq!(code(&out), 64, "{extra:?}");
+        assert!(stderr(&out).contains("cannot delegate"), "{}", stderr(&out));
+        assert!(out.stdout.is_empty());
+    }
+    assert_eq!(std::fs::read(&helper_file).unwrap(), before);
+    // The same expiry as the parent's is not a widening.
+    ok(grant(
+        &lead_key,
+        &worker,
+        &[
+            "--kind",
+            "publish",
+            "--path",
+            "projects",
+            "--valid-until",
+            &parent_expiry,
+            "--parent",
+            p(&lead_file),
+        ],
+    ));
+
+    // Only the parent's holder can delegate from it.
+    let out = grant(
+        &worker_key,
+        &helper,
+        &[
+            "--kind",
+            "publish",
+            "--path",
+            "projects",
+            "--valid-for",
+            "1m",
+            "--parent",
+            p(&lead_file),
+        ],
+    );
+    assert_eq!(code(&out), 64);
+    assert!(
+        stderr(&out).contains("held by the signing key"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+// ---------------------------------------------------------------------------
+// A one-request HTTP server.
+
+/// What the server received.
+#[derive(Debug)]
+struct Received {
+    method: String,
+    target: String,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Received {
+    fn header(&self, name: &str) -> Option<&str> {
+        let mut found = self
+            .headers
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str());
+        let first = found.next();
+        assert!(found.next().is_none(), "header {name} repeated");
+        first
+    }
+
+    fn route(&self) -> &str {
+        self.target.split('?').next().unwrap()
+    }
+
+    fn query(&self) -> &str {
+        self.target.split_once('?').map_or("", |(_, q)| q)
+    }
+}
+
+/// Listens on a free port, answers one request with `answer`, and returns
+/// what it received. The address is `127.0.0.1:port`.
+fn serve_once(answer: Vec<u8>) -> (String, JoinHandle<Received>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    let handle = std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        let mut parts = line.trim_end().split(' ');
+        let method = parts.next().unwrap().to_owned();
+        let target = parts.next().unwrap().to_owned();
+        assert_eq!(parts.next(), Some("HTTP/1.1"));
+        let mut headers = Vec::new();
+        loop {
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            assert!(line.ends_with("\r\n"), "{line:?}");
+            let line = line.trim_end_matches("\r\n");
+            if line.is_empty() {
+                break;
+            }
+            let (name, value) = line.split_once(": ").unwrap();
+            headers.push((name.to_owned(), value.to_owned()));
+        }
+        let length = headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case("content-length"))
+            .map_or(0, |(_, v)| v.parse::<usize>().unwrap());
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body).unwrap();
+        let mut stream: TcpStream = stream;
+        stream.write_all(&answer).unwrap();
+        stream.flush().unwrap();
+        Received {
+            method,
+            target,
+            headers,
+            body,
+        }
+    });
+    (address, handle)
+}
+
+/// An answer with a `Content-Length` body.
+fn answer(status: &str, headers: &[&str], body: &[u8]) -> Vec<u8> {
+    let mut text = format!("HTTP/1.1 {status}\r\n");
+    for header in headers {
+        text.push_str(header);
+        text.push_str("\r\n");
+    }
+    text.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
+    let mut bytes = text.into_bytes();
+    bytes.extend_from_slice(body);
+    bytes
+}
+
+const COORD: &[&str] = &[
+    "Lab-Service: coord",
+    "Lab-Contract: 2026-09-19",
+    "Content-Type: application/json",
+];
+
+fn json_answer(status: &str, value: &Value) -> Vec<u8> {
+    answer(status, COORD, value.to_string().as_bytes())
+}
+
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            out.push(u8::from_str_radix(&text[i + 1..i + 3], 16).unwrap());
+            i += 3;
+        } else {
+            assert!(
+                bytes[i].is_ascii_alphanumeric() || b"-._~".contains(&bytes[i]),
+                "unencoded byte {:?} in {text:?}",
+                bytes[i] as char
+            );
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).unwrap()
+}
+
+/// The signing params the service rebuilds from a query string: `path`
+/// repeated into an array, the integer parameters as integers.
+fn params_from_query(query: &str) -> (Params, Vec<String>) {
+    let mut params = Params::new();
+    let mut path = Vec::new();
+    for pair in query.split('&').filter(|pair| !pair.is_empty()) {
+        let (name, value) = pair.split_once('=').unwrap();
+        let value = percent_decode(value);
+        match name {
+            "path" => path.push(value),
+            "through" | "after" | "limit" | "position" | "depth" => {
+                params.insert(name, ParamValue::Int(value.parse().unwrap()));
+            }
+            _ => params.insert(name, ParamValue::String(value)),
+        }
+    }
+    if !path.is_empty() {
+        params.insert("path", ParamValue::Strings(path.clone()));
+    }
+    (params, path)
+}
+
+/// Checks the request's carriage as the service would, for `op`: the
+/// proof over what arrived, then a grant chain for `kind` on the path.
+fn verify(
+    received: &Received,
+    op: &str,
+    kind: GrantKind,
+    root: &Principal,
+    audience: &str,
+    path: &[String],
+) -> Principal {
+    let header = received.header(HEADER).expect("Svc-Auth header");
+    let carriage = Carriage::from_header(Some(header.as_bytes())).expect("carriage decodes");
+    // The client sends JCS(carriage).
+    assert_eq!(carriage.to_header(), header);
+    assert_eq!(carriage.proof.nonce.len(), 22);
+    assert!(carriage.proof.timestamp.abs_diff(now()) <= 5);
+    assert_eq!(carriage.proof.audience, audience);
+    let (params, query_path) = params_from_query(received.query());
+    let path = if query_path.is_empty() {
+        path.to_vec()
+    } else {
+        query_path
+    };
+    let request = RequestFacts {
+        op,
+        params: &params,
+        body_digest: BodyDigest::of(&received.body),
+    };
+    let verifier = Verifier::new("lab", *root, audience);
+    let auth = verifier
+        .check(
+            &carriage,
+            &request,
+            kind,
+            &path,
+            now(),
+            &mut MemoryReplayCache::new(),
+        )
+        .expect("the carriage verifies and authorizes");
+    auth.principal
+}
+
+/// Keys and grants for the call tests: the root, and a worker holding
+/// `kinds` on `projects/alpha` through a delegate.
+struct Setup {
+    dir: PathBuf,
+    root: Principal,
+    worker_key: PathBuf,
+    worker: Principal,
+    grants: PathBuf,
+}
+
+fn setup(name: &str, kinds: &[&str]) -> Setup {
+    let dir = temp_dir(name);
+    let (root_key, root) = keygen(&dir, "root");
+    let (lead_key, lead) = keygen(&dir, "lead");
+    let (worker_key, worker) = keygen(&dir, "worker");
+    let lead_file = dir.join("lead.grants");
+    let grants = dir.join("worker.grants");
+    for kind in kinds {
+        ok(labctl(&[
+            "grant",
+            "--key",
+            p(&root_key),
+            "--to",
+            &lead.to_string(),
+            "--kind",
+            kind,
+            "--path",
+            "projects",
+            "--valid-for",
+            "1h",
+            "--append-to",
+            p(&lead_file),
+        ]));
+        ok(labctl(&[
+            "grant",
+            "--key",
+            p(&lead_key),
+            "--to",
+            &worker.to_string(),
+            "--kind",
+            kind,
+            "--path",
+            "projects",
+            "--path",
+            "alpha",
+            "--valid-for",
+            "30m",
+            "--parent",
+            p(&lead_file),
+            "--append-to",
+            p(&grants),
+        ]));
+    }
+    Setup {
+        dir,
+        root,
+        worker_key,
+        worker,
+        grants,
+    }
+}
+
+#[test]
+fn call_entries_end_to_end() {
+    let s = setup("entries", &["read"]);
+    let page = json!({"space": {"root_id": "r", "space_id": "s", "path": ["projects", "alpha"]},
+                      "through": 4, "entries": [], "scanned_through": 4, "next_after": null});
+    let (address, server) = serve_once(json_answer("200 OK", &page));
+    let endpoint = format!("http://{address}");
+    let out = ok(labctl(&[
+        "call",
+        "entries",
+        "--path",
+        "projects",
+        "--path",
+        "alpha",
+        "--path",
+        "a b&c=d/é",
+        "--param",
+        "limit=10",
+        "--param",
+        "after=2",
+        "--key",
+        p(&s.worker_key),
+        "--grants",
+        p(&s.grants),
+        "--endpoint",
+        &endpoint,
+    ]));
+    let received = server.join().unwrap();
+    assert_eq!(received.method, "GET");
+    assert_eq!(received.route(), "/v1/entries");
+    assert_eq!(
+        received.query(),
+        "path=projects&path=alpha&path=a%20b%26c%3Dd%2F%C3%A9&after=2&limit=10"
+    );
+    assert_eq!(received.header("Host"), Some(address.as_str()));
+    assert_eq!(received.header("Content-Length"), None);
+    assert_eq!(received.header("Content-Type"), None);
+    assert!(received.body.is_empty());
+    let principal = verify(
+        &received,
+        "entries",
+        GrantKind::Read,
+        &s.root,
+        &endpoint,
+        &[],
+    );
+    assert_eq!(principal, s.worker);
+    // The carriage holds the whole chain.
+    let header = received.header(HEADER).unwrap();
+    let carriage = Carriage::from_header(Some(header.as_bytes())).unwrap();
+    assert_eq!(carriage.grants, read_grants(&s.grants));
+    // The answer, pretty-printed.
+    let printed: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(printed, page);
+    assert!(stdout(&out).contains("\n  \"entries\": []"));
+}
+
+#[test]
+fn call_publish_from_the_environment() {
+    let s = setup("publish", &["read", "publish"]);
+    // Bytes exactly as written, odd spacing included.
+    let body = b"{ \"operation_id\": \"op-1\",\n  \"path\": [\"projects\",\"alpha\",\"workers\",\"w\",\"notes\",\"n\"],\n  \"profile\": \"p\", \"record\": {\"x\": 1} }";
+    let body_file = s.dir.join("publish.json");
+    std::fs::write(&body_file, body).unwrap();
+    let result = json!({"record": {"publisher": s.worker.to_string()}, "space_created": true, "replayed": false});
+    // A chunked answer.
+    let text = result.to_string();
+    let (head, tail) = text.split_at(10);
+    let chunked = format!(
+        "HTTP/1.1 201 Created\r\nLab-Service: coord\r\nLab-Contract: 2026-09-19\r\n\
+         Transfer-Encoding: chunked\r\n\r\n{:x}\r\n{head}\r\n{:x}\r\n{tail}\r\n0\r\n\r\n",
+        head.len(),
+        tail.len()
+    );
+    let (address, server) = serve_once(chunked.into_bytes());
+    let endpoint = format!("http://{address}/api/operations/");
+    let audience = format!("http://{address}/api/operations");
+    // The read grants in a second file, both through LAB_GRANTS.
+    let out = ok(labctl_with(
+        &["call", "publish", "--body", p(&body_file)],
+        &[
+            ("LAB_KEY", p(&s.worker_key)),
+            ("LAB_ENDPOINT", &endpoint),
+            ("LAB_GRANTS", &format!("{}:{}", p(&s.grants), p(&s.grants))),
+        ],
+        b"",
+    ));
+    let received = server.join().unwrap();
+    assert_eq!(received.method, "POST");
+    assert_eq!(received.route(), "/api/operations/v1/publish");
+    assert_eq!(received.query(), "");
+    assert_eq!(received.body, body);
+    assert_eq!(received.header("Content-Type"), Some("application/json"));
+    assert_eq!(
+        received.header("Content-Length"),
+        Some(body.len().to_string().as_str())
+    );
+    let path: Vec<String> = ["projects", "alpha", "workers", "w", "notes", "n"]
+        .map(String::from)
+        .to_vec();
+    verify(
+        &received,
+        "publish",
+        GrantKind::Publish,
+        &s.root,
+        &audience,
+        &path,
+    );
+    // Repeated grant files are carried once.
+    let header = received.header(HEADER).unwrap();
+    let carriage = Carriage::from_header(Some(header.as_bytes())).unwrap();
+    assert_eq!(carriage.grants.len(), 4);
+    let printed: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(printed, result);
+
+    // LAB_AUDIENCE overrides the audience; a body from stdin.
+    let (address, server) = serve_once(json_answer("200 OK", &result));
+    ok(labctl_with(
+        &["call", "query", "--body", "-", "--grants", p(&s.grants)],
+        &[
+            ("LAB_KEY", p(&s.worker_key)),
+            ("LAB_ENDPOINT", &format!("http://{address}")),
+            ("LAB_AUDIENCE", "https://lab.example/api/operations"),
+        ],
+        br#"{"view":{"root_id":"r","space_id":"s","position":1},"filters":{}}"#,
+    ));
+    let received = server.join().unwrap();
+    assert_eq!(received.route(), "/v1/query");
+    verify(
+        &received,
+        "query",
+        GrantKind::Read,
+        &s.root,
+        "https://lab.example/api/operations",
+        &path,
+    );
+}
+
+#[test]
+fn call_retain_and_fetch_bytes() {
+    let s = setup("bytes", &["read", "publish"]);
+    let content: Vec<u8> = (0..=255u8).chain([0, 0xff, b'\r', b'\n']).collect();
+    let artifact = json!({"bytes": "sha256:aa", "type": "sha256:bb"});
+    let (address, server) = serve_once(json_answer("200 OK", &artifact));
+    let endpoint = format!("http://{address}");
+    let out = ok(labctl_with(
+        &[
+            "call",
+            "retain",
+            "--path",
+            "projects",
+            "--path",
+            "alpha",
+            "--type",
+            "sha256:bb",
+            "--body",
+            "-",
+            "--key",
+            p(&s.worker_key),
+            "--grants",
+            p(&s.grants),
+            "--endpoint",
+            &endpoint,
+        ],
+        &[],
+        &content,
+    ));
+    let received = server.join().unwrap();
+    assert_eq!(received.method, "PUT");
+    assert_eq!(received.route(), "/v1/retain");
+    assert_eq!(
+        received.query(),
+        "path=projects&path=alpha&type=sha256%3Abb"
+    );
+    assert_eq!(
+        received.header("Content-Type"),
+        Some("application/octet-stream")
+    );
+    assert_eq!(received.body, content);
+    let (params, _) = params_from_query(received.query());
+    assert_eq!(
+        params.to_json().unwrap(),
+        json!({"path": ["projects", "alpha"], "type": "sha256:bb"})
+    );
+    verify(
+        &received,
+        "retain",
+        GrantKind::Publish,
+        &s.root,
+        &endpoint,
+        &[],
+    );
+    assert_eq!(
+        serde_json::from_str::<Value>(&stdout(&out)).unwrap(),
+        artifact
+    );
+
+    // fetch: the bytes to --out.
+    let (address, server) = serve_once(answer(
+        "200 OK",
+        &[
+            "Lab-Service: coord",
+            "Content-Type: application/octet-stream",
+        ],
+        &content,
+    ));
+    let endpoint = format!("http://{address}");
+    let file = s.dir.join("fetched.bin");
+    let out = ok(labctl(&[
+        "call",
+        "fetch",
+        "--path",
+        "projects",
+        "--path",
+        "alpha",
+        "--param",
+        "bytes=sha256:aa",
+        "--out",
+        p(&file),
+        "--key",
+        p(&s.worker_key),
+        "--grants",
+        p(&s.grants),
+        "--endpoint",
+        &endpoint,
+    ]));
+    assert!(out.stdout.is_empty());
+    assert_eq!(std::fs::read(&file).unwrap(), content);
+    let received = server.join().unwrap();
+    assert_eq!(received.route(), "/v1/fetch");
+    assert_eq!(
+        received.query(),
+        "path=projects&path=alpha&bytes=sha256%3Aaa"
+    );
+    verify(&received, "fetch", GrantKind::Read, &s.root, &endpoint, &[]);
+
+    // fetch to stdout; the common options may come before the command.
+    let (address, server) = serve_once(answer("200 OK", &["Lab-Service: coord"], &content));
+    let out = ok(labctl(&[
+        "--key",
+        p(&s.worker_key),
+        "--endpoint",
+        &format!("http://{address}"),
+        "call",
+        "fetch",
+        "--path",
+        "projects",
+        "--param",
+        "bytes=sha256:aa",
+    ]));
+    assert_eq!(out.stdout, content);
+    server.join().unwrap();
+
+    // A body cut short: transport failure, and no file.
+    let mut short = answer("200 OK", &["Lab-Service: coord"], &content);
+    short.truncate(short.len() - 10);
+    let (address, server) = serve_once(short);
+    let file = s.dir.join("short.bin");
+    let out = labctl(&[
+        "call",
+        "fetch",
+        "--path",
+        "projects",
+        "--param",
+        "bytes=sha256:aa",
+        "--out",
+        p(&file),
+        "--key",
+        p(&s.worker_key),
+        "--endpoint",
+        &format!("http://{address}"),
+    ]);
+    server.join().unwrap();
+    assert_eq!(code(&out), 69, "{}", stderr(&out));
+    assert!(!file.exists());
+    let leftovers: Vec<_> = std::fs::read_dir(&s.dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.contains(".part"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+/// Runs `labctl call resolve --path projects` against one canned answer.
+fn resolve_against(answer: Vec<u8>, s: &Setup) -> Output {
+    let (address, server) = serve_once(answer);
+    let out = labctl(&[
+        "call",
+        "resolve",
+        "--path",
+        "projects",
+        "--key",
+        p(&s.worker_key),
+        "--grants",
+        p(&s.grants),
+        "--endpoint",
+        &format!("http://{address}"),
+    ]);
+    server.join().unwrap();
+    out
+}
+
+#[test]
+fn refusals_map_to_exit_codes() {
+    let s = setup("refusals", &["read"]);
+    for (status, code_name, exit) in [
+        ("400 Bad Request", "invalid", 2),
+        ("400 Bad Request", "structural", 2),
+        ("401 Unauthorized", "unverified", 5),
+        ("403 Forbidden", "denied", 6),
+        ("404 Not Found", "not_found", 3),
+        ("409 Conflict", "idempotency_mismatch", 4),
+        ("409 Conflict", "unresolved", 4),
+        ("413 Payload Too Large", "limit_exceeded", 7),
+        ("503 Service Unavailable", "unavailable", 8),
+        ("500 Internal Server Error", "not_implemented", 9),
+    ] {
+        let envelope =
+            json!({"error": code_name, "message": "because", "details": {"field": "path"}});
+        let out = resolve_against(json_answer(status, &envelope), &s);
+        assert_eq!(code(&out), exit, "{code_name}: {}", stderr(&out));
+        assert!(out.stdout.is_empty());
+        let err = stderr(&out);
+        let (summary, rest) = err.split_once('\n').unwrap();
+        let http = &status[..3];
+        assert_eq!(
+            summary,
+            format!("labctl: refused: {code_name} (HTTP {http}): because")
+        );
+        assert_eq!(serde_json::from_str::<Value>(rest).unwrap(), envelope);
+    }
+}
+
+#[test]
+fn protocol_and_transport_failures() {
+    let s = setup("protocol", &["read"]);
+    let body = json!({"space": null});
+    // No Lab-Service, whatever the status.
+    for status in ["200 OK", "404 Not Found"] {
+        let out = resolve_against(
+            answer(
+                status,
+                &["Content-Type: application/json"],
+                body.to_string().as_bytes(),
+            ),
+            &s,
+        );
+        assert_eq!(code(&out), 70, "{}", stderr(&out));
+        assert!(stderr(&out).contains("Lab-Service"), "{}", stderr(&out));
+        assert!(out.stdout.is_empty());
+    }
+    // Another service.
+    let out = resolve_against(
+        answer(
+            "200 OK",
+            &["Lab-Service: bytes"],
+            body.to_string().as_bytes(),
+        ),
+        &s,
+    );
+    assert_eq!(code(&out), 70);
+    // Not HTTP, or not JSON.
+    let out = resolve_against(b"SSH-2.0-x\r\n".to_vec(), &s);
+    assert_eq!(code(&out), 70, "{}", stderr(&out));
+    let out = resolve_against(answer("200 OK", &["Lab-Service: coord"], b"<html>"), &s);
+    assert_eq!(code(&out), 70, "{}", stderr(&out));
+
+    // Nobody listening.
+    let closed = TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = closed.local_addr().unwrap();
+    drop(closed);
+    let out = labctl(&[
+        "call",
+        "resolve",
+        "--path",
+        "projects",
+        "--key",
+        p(&s.worker_key),
+        "--endpoint",
+        &format!("http://{address}"),
+    ]);
+    assert_eq!(code(&out), 69, "{}", stderr(&out));
+    let out = labctl(&["health", "--endpoint", &format!("http://{address}")]);
+    assert_eq!(code(&out), 69, "{}", stderr(&out));
+}
+
+#[test]
+fn usage_errors() {
+    let s = setup("usage", &["read"]);
+    let key = p(&s.worker_key);
+    let json_file = s.dir.join("not.json");
+    std::fs::write(&json_file, b"{ nope").unwrap();
+    for (args, exit) in [
+        (vec!["call", "entries", "--key", key], 64),
+        (
+            vec![
+                "call", "entries", "--path", "a", "--param", "limit=x", "--key", key,
+            ],
+            64,
+        ),
+        (
+            vec![
+                "call", "entries", "--path", "a", "--body", "-", "--key", key,
+            ],
+            64,
+        ),
+        (vec!["call", "publish", "--key", key], 64),
+        (vec!["call", "subscribe", "--key", key], 64),
+        (vec!["call", "fork", "--key", key], 64),
+        (vec!["call", "resolve", "--path", "a"], 64),
+        (
+            vec![
+                "call",
+                "resolve",
+                "--path",
+                "a",
+                "--key",
+                key,
+                "--endpoint",
+                "https://x",
+            ],
+            64,
+        ),
+        (
+            vec!["call", "publish", "--body", p(&json_file), "--key", key],
+            65,
+        ),
+        (
+            vec![
+                "call",
+                "resolve",
+                "--path",
+                "a",
+                "--key",
+                key,
+                "--grants",
+                p(&json_file),
+            ],
+            65,
+        ),
+        (
+            vec![
+                "call",
+                "resolve",
+                "--path",
+                "a",
+                "--key",
+                key,
+                "--grants",
+                "/nonexistent/g",
+            ],
+            66,
+        ),
+        (vec!["frobnicate"], 64),
+    ] {
+        let out = labctl(&args);
+        assert_eq!(code(&out), exit, "{args:?}: {}", stderr(&out));
+    }
+    ok(labctl(&["--help"]));
+    ok(labctl(&["call", "--help"]));
+}
+
+#[test]
+fn describe_and_health_carry_no_proof() {
+    let s = setup("describe", &["read"]);
+    let description = json!({"service": "coord", "contract": "2026-09-19", "operations": []});
+    let (address, server) = serve_once(json_answer("200 OK", &description));
+    // A key in the environment is not used.
+    let out = ok(labctl_with(
+        &["describe"],
+        &[
+            ("LAB_KEY", p(&s.worker_key)),
+            ("LAB_ENDPOINT", &format!("http://{address}")),
+        ],
+        b"",
+    ));
+    let received = server.join().unwrap();
+    assert_eq!(received.method, "GET");
+    assert_eq!(received.target, "/describe");
+    assert_eq!(received.header(HEADER), None);
+    assert_eq!(
+        serde_json::from_str::<Value>(&stdout(&out)).unwrap(),
+        description
+    );
+
+    // A contract file, verbatim.
+    let schema = b"{\"type\":  \"object\"}";
+    let (address, server) = serve_once(answer("200 OK", &["Lab-Service: coord"], schema));
+    let out = ok(labctl(&[
+        "describe",
+        "schema/Grant.schema.json",
+        "--endpoint",
+        &format!("http://{address}"),
+    ]));
+    assert_eq!(
+        server.join().unwrap().target,
+        "/describe/schema/Grant.schema.json"
+    );
+    assert_eq!(out.stdout, schema);
+
+    // Health: 200, then 503 naming the failing check.
+    let healthy = json!({"status": "ok", "service": "coord", "checks": []});
+    let (address, server) = serve_once(json_answer("200 OK", &healthy));
+    let out = ok(labctl(&[
+        "health",
+        "--live",
+        "--endpoint",
+        &format!("http://{address}"),
+    ]));
+    assert_eq!(server.join().unwrap().target, "/livez");
+    assert_eq!(
+        serde_json::from_str::<Value>(&stdout(&out)).unwrap(),
+        healthy
+    );
+    let failing = json!({"status": "failing", "service": "coord", "checks": [
+        {"name": "journal", "status": "ok", "detail": ""},
+        {"name": "bytes", "status": "failing", "detail": "connection refused"}]});
+    let (address, server) = serve_once(json_answer("503 Service Unavailable", &failing));
+    let out = labctl(&["health", "--endpoint", &format!("http://{address}")]);
+    assert_eq!(server.join().unwrap().target, "/healthz");
+    assert_eq!(code(&out), 8);
+    assert_eq!(
+        serde_json::from_str::<Value>(&stdout(&out)).unwrap(),
+        failing
+    );
+    assert!(
+        stderr(&out).contains("bytes (connection refused)"),
+        "{}",
+        stderr(&out)
+    );
+}
