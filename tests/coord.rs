@@ -1192,6 +1192,91 @@ fn part_two_operations_are_not_implemented_yet() {
         response.assert_error(500, "not_implemented");
         assert_eq!(response.json()["details"]["operation"], name);
     }
-    let export = coord.client.get("/v1/export");
-    export.assert_error(500, "not_implemented");
+    let socket = coord.client.get("/v1/ws");
+    socket.assert_error(500, "not_implemented");
+}
+
+#[test]
+fn export_traverses_the_world_and_resumes_by_cursor() {
+    let (labd, coord) = start("coord-export");
+    let admin = coord.admin();
+    // 40 projects of 7 spaces each, and a record: more than one call's
+    // 256 spaces.
+    for i in 0..40 {
+        project(&coord, &admin, &format!("p{i:02}"));
+    }
+    let body = publish_body("e-1", "projects/p00/snapshots/s", json!({ "x": 1 }));
+    coord.ok(&admin, &Req::json("publish", "publish", &body), 201);
+    let reader = coord.holder(40, &[GrantKind::Read], "");
+    coord
+        .send(&reader, &Req::read("export", "export"))
+        .assert_error(403, "denied");
+
+    let mut seen = Vec::new();
+    let mut entries = 0;
+    let mut cursor: Option<String> = None;
+    let mut calls = 0;
+    loop {
+        let mut req = Req::read("export", "export");
+        if let Some(c) = &cursor {
+            req = req.string("cursor", c);
+        }
+        let page = coord.ok(&admin, &req, 200);
+        calls += 1;
+        entries += page["entries"].as_u64().unwrap();
+        // The manifest names the chunks and the covered prefixes.
+        let manifest = labd
+            .bytes()
+            .get(&format!("/v1/blobs/{}", page["manifest"].as_str().unwrap()));
+        let manifest: Value = serde_json::from_slice(&manifest.body).unwrap();
+        assert_eq!(manifest["chunks"], page["chunks"]);
+        for covered in manifest["spaces"].as_array().unwrap() {
+            seen.push(covered["space"]["path"].clone());
+        }
+        for chunk in page["chunks"].as_array().unwrap() {
+            let text = labd
+                .bytes()
+                .get(&format!("/v1/blobs/{}", chunk.as_str().unwrap()))
+                .body;
+            for line in String::from_utf8(text).unwrap().lines() {
+                let stretch: Value = serde_json::from_str(line).unwrap();
+                assert!(stretch["entries"].is_array());
+            }
+        }
+        if page["complete"] == true {
+            assert!(page.get("next_cursor").is_none());
+            assert_eq!(page["incomplete"], json!([]));
+            break;
+        }
+        assert!(!page["incomplete"].as_array().unwrap().is_empty());
+        let next = page["next_cursor"].as_str().unwrap().to_string();
+        // A tampered cursor, or one for another scope, is refused.
+        let mut forged = next.clone().into_bytes();
+        forged[5] = if forged[5] == b'A' { b'B' } else { b'A' };
+        let forged = String::from_utf8(forged).unwrap();
+        coord
+            .send(
+                &admin,
+                &Req::read("export", "export").string("cursor", &forged),
+            )
+            .assert_error(400, "invalid_cursor");
+        coord
+            .send(
+                &admin,
+                &Req::read("export", "export")
+                    .path("projects/p00")
+                    .string("cursor", &next),
+            )
+            .assert_error(400, "invalid_cursor");
+        cursor = Some(next);
+    }
+    assert!(calls >= 2, "the traversal took {calls} calls");
+    // World, 3 organizers, 40 projects of 7, one record leaf: each once,
+    // in depth-first preorder (the world first).
+    assert_eq!(seen.len(), 1 + 3 + 40 * 7 + 1);
+    assert_eq!(seen[0], json!([]));
+    let unique: std::collections::HashSet<String> = seen.iter().map(|p| p.to_string()).collect();
+    assert_eq!(unique.len(), seen.len());
+    // Every creation entry and the record: one per non-world space, plus 1.
+    assert_eq!(entries as usize, seen.len() - 1 + 1);
 }

@@ -10,12 +10,14 @@
 //! - [`facts`]: the `coord-facts-v2` fact profile.
 //! - [`backend`], [`journal`], [`blobs`]: the services underneath.
 //! - [`request`]: the strict body decoders.
+//! - [`cursor`]: sealed export cursors.
 //! - [`ops`]: the operations.
 //! - [`operational`]: `livez`, `healthz`, `describe`, `describe/{file}`.
 
 pub mod auth;
 pub mod backend;
 pub mod blobs;
+pub mod cursor;
 pub mod facts;
 pub mod journal;
 pub mod layout;

@@ -97,7 +97,7 @@ pub struct CreateProjectRequest {
 
 pub fn decode(op: &Operation, query: &Query, body: &[u8]) -> Result<Decoded, Refusal> {
     match op.name {
-        "resolve" | "children" | "entries" | "get" | "fetch" | "retain" | "snapshot" => {
+        "resolve" | "children" | "entries" | "get" | "fetch" | "retain" | "snapshot" | "export" => {
             check_query(op, query)?;
             Ok(Decoded::Query)
         }

@@ -3,9 +3,11 @@
 //! - [`read`]: `resolve`, `children`, `entries`, `get`, `snapshot`.
 //! - [`content`]: `retain`, `fetch`.
 //! - [`publish`]: `publish` and the writer protocol every record shares.
+//! - [`export`]: `export`, resumable by cursor.
 //! - [`provision`]: the provisioning verbs and `create_artifact`.
 
 pub mod content;
+pub mod export;
 pub mod provision;
 pub mod publish;
 pub mod read;
@@ -36,6 +38,7 @@ pub fn run(call: &mut Call<'_>, decoded: Decoded) -> Result<Reply, Refusal> {
         (_, Decoded::RetireWorker(request)) => provision::retire_worker(call, request),
         (_, Decoded::Assign(request)) => provision::assign(call, request),
         ("snapshot", _) => read::snapshot(call),
+        ("export", _) => export::export(call),
         (name, _) => Err(Refusal::NotImplemented(name)),
     }
 }
@@ -90,7 +93,7 @@ pub fn entry_json(world: &World, space: &Space, entry: &Value) -> Value {
 }
 
 /// The key and space ID of the journal's creation fact.
-fn creation(bytes: &[u8]) -> Option<(String, String)> {
+pub(crate) fn creation(bytes: &[u8]) -> Option<(String, String)> {
     use lab_values::Value as V;
     let V::Tuple(items) = lab_values::decode(bytes).ok()? else {
         return None;
