@@ -14,6 +14,8 @@ const PAIRS: &str = "replay";
 /// `expiry (8 bytes, big-endian) ‖ principal ‖ 0x00 ‖ nonce` → empty: the
 /// pairs in expiry order, so expired ones are found without a full scan.
 const EXPIRY: &str = "replay-expiry";
+/// Principals whose worker was retired → the retirement's record entry.
+const RETIRED: &str = "retired";
 /// Expired pairs removed per remembered pair: more than one, so the cache
 /// shrinks back after a burst.
 const PRUNE_PER_INSERT: u32 = 4;
@@ -107,7 +109,8 @@ pub fn authenticate(
         .map_err(refusal)
 }
 
-/// Step 5: a grant chain for `kind` on `path` (labels below the world).
+/// Step 5: a grant chain for `kind` on `path` (labels below the world),
+/// for a principal that no retirement has closed.
 pub fn authorize(
     settings: &Settings,
     carriage: &Carriage,
@@ -115,6 +118,9 @@ pub fn authorize(
     kind: GrantKind,
     path: &[String],
 ) -> Result<Authorization, Refusal> {
+    if is_retired(principal)? {
+        return Err(Refusal::Denied);
+    }
     settings
         .verifier()
         .authorize(carriage, principal, kind, path, now())
@@ -139,4 +145,25 @@ pub fn absent(
     } else {
         Refusal::Denied
     }
+}
+
+/// Whether a retired worker held this principal.
+pub fn is_retired(principal: &Principal) -> Result<bool, Refusal> {
+    kv::begin_read()
+        .and_then(|txn| txn.get(RETIRED, principal.as_bytes()))
+        .map(|found| found.is_some())
+        .map_err(|e| Refusal::Unavailable(format!("store: {e:?}")))
+}
+
+/// Closes a principal's window: from now on no grant authorizes it.
+pub fn retire(principal: &Principal, record: &[u8]) -> Result<(), Refusal> {
+    kv::begin_write()
+        .and_then(|txn| {
+            txn.commit_with(&[kv::TableWrite {
+                table: RETIRED.into(),
+                key: principal.as_bytes().to_vec(),
+                value: record.to_vec(),
+            }])
+        })
+        .map_err(|e| Refusal::Unavailable(format!("store: {e:?}")))
 }

@@ -14,7 +14,7 @@ use crate::request::{
     ProvisionWorkerRequest, RetireWorkerRequest,
 };
 use crate::world::{ensure_child, setup_operation_id};
-use crate::{Call, Reply};
+use crate::{auth, Call, Reply};
 use base64::Engine as _;
 use lab_coord_auth::{issue_grant, GrantFields, GrantKind, Principal};
 use serde_json::{json, Value};
@@ -206,6 +206,12 @@ pub fn provision_worker(
             ));
         }
     }
+    if auth::is_retired(&request.principal)? {
+        return Err(Refusal::invalid(
+            "principal",
+            "this principal belonged to a retired worker; a new worker takes a new key",
+        ));
+    }
     if request.valid_until > authorization.valid_until {
         return Err(Refusal::invalid(
             "valid_until",
@@ -303,9 +309,22 @@ pub fn provision_worker(
 pub fn retire_worker(call: &mut Call<'_>, request: RetireWorkerRequest) -> Result<Reply, Refusal> {
     let worker_path = strings(&["projects", &request.project, "workers", &request.worker]);
     let publisher = call.verify(&worker_path)?.principal;
-    if call.world.resolve(&worker_path)?.is_none() {
-        return Err(Refusal::NotFound("no such worker".into()));
-    }
+    let state_path = strings(&[
+        "projects",
+        &request.project,
+        "workers",
+        &request.worker,
+        "state",
+    ]);
+    let state = call
+        .world
+        .resolve(&state_path)?
+        .ok_or_else(|| Refusal::NotFound("no such worker".into()))?;
+    let principal = first_record(&state)?
+        .and_then(|provisioned| provisioned["principal"].as_str().and_then(Principal::parse))
+        .ok_or_else(|| {
+            Refusal::Unavailable("the worker's provisioning record is unreadable".into())
+        })?;
     let normalized = json!({
         "operation_id": request.operation_id,
         "project": request.project,
@@ -317,20 +336,17 @@ pub fn retire_worker(call: &mut Call<'_>, request: RetireWorkerRequest) -> Resul
         publisher,
         ServiceRecord {
             op: "retire_worker",
-            path: strings(&[
-                "projects",
-                &request.project,
-                "workers",
-                &request.worker,
-                "state",
-            ]),
+            path: state_path,
             operation_id: &request.operation_id,
             profile: "coord/worker-state/1",
-            record: json!({ "status": "retired" }),
+            record: json!({ "status": "retired", "principal": principal.to_string() }),
             expected_cutoff: request.expected_cutoff,
             normalized,
         },
     )?;
+    // After the record (also on a replay, which finishes a retirement a
+    // crash interrupted): no grant authorizes the principal any more.
+    auth::retire(&principal, record["entry"].to_string().as_bytes())?;
     Ok(publish_result(record, created, replayed))
 }
 
@@ -426,6 +442,18 @@ pub fn assign(call: &mut Call<'_>, request: AssignRequest) -> Result<Reply, Refu
 /// The payload of a leaf's current record: the last `append` entry whose
 /// predicate is `record` (never the raw head).
 pub fn current_record(leaf: &Space) -> Result<Option<Value>, Refusal> {
+    record_payload(leaf, |records| records.last())
+}
+
+/// The payload of a leaf's first record.
+fn first_record(leaf: &Space) -> Result<Option<Value>, Refusal> {
+    record_payload(leaf, |records| records.first())
+}
+
+fn record_payload(
+    leaf: &Space,
+    pick: impl Fn(&[Value]) -> Option<&Value>,
+) -> Result<Option<Value>, Refusal> {
     let b64 = base64::engine::general_purpose::STANDARD;
     let through = journal::head(leaf).map_err(|e| e.into_refusal("journal"))?;
     let filter = json!({
@@ -434,10 +462,10 @@ pub fn current_record(leaf: &Space) -> Result<Option<Value>, Refusal> {
     });
     let records =
         journal::read_all_matching(leaf, through, filter).map_err(|e| e.into_refusal("journal"))?;
-    let Some(last) = records.last() else {
+    let Some(picked) = pick(&records) else {
         return Ok(None);
     };
-    let Some(Ok(Some(Fact::Record(record)))) = last["fact"]
+    let Some(Ok(Some(Fact::Record(record)))) = picked["fact"]
         .as_str()
         .and_then(|f| b64.decode(f).ok())
         .map(|bytes| facts::decode(&bytes))
