@@ -14,7 +14,7 @@ use crate::world::ensure_child;
 use crate::{Call, Reply};
 use base64::Engine as _;
 use lab_coord_auth::{canonical_json, Principal};
-use lab_guest::lab::platform::clock;
+use lab_guest::lab::platform::{clock, kv};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -149,6 +149,7 @@ pub fn admit(admission: Admission<'_>) -> Result<Admitted, Refusal> {
     })?;
     let hash = Hash::parse(&retained.name)
         .ok_or_else(|| Refusal::Unavailable("the bytes service named the payload oddly".into()))?;
+    retain_descriptor(admission.profile)?;
     let now = clock::now();
     let fact = RecordFact {
         profile: admission.profile.to_string(),
@@ -194,6 +195,36 @@ pub fn admit(admission: Admission<'_>) -> Result<Admitted, Refusal> {
         }
         Err(e) => Err(e.into_refusal("journal")),
     }
+}
+
+/// The interpretation descriptor of a record profile: RFC 8785 JSON of
+/// `{"purpose": "coord.record-profile.v1", "profile": <profile>}`. A record
+/// payload with its profile's descriptor hash as `type` is an artifact.
+pub fn profile_descriptor(profile: &str) -> Vec<u8> {
+    canonical_json(&json!({ "purpose": "coord.record-profile.v1", "profile": profile }))
+}
+
+/// Retains the profile's descriptor beside the payloads, once: the store
+/// remembers which descriptors are retained.
+fn retain_descriptor(profile: &str) -> Result<(), Refusal> {
+    const TABLE: &str = "descriptors";
+    let fail = |e: kv::KvError| Refusal::Unavailable(format!("store: {e:?}"));
+    let known = kv::begin_read()
+        .and_then(|txn| txn.get(TABLE, profile.as_bytes()))
+        .map_err(fail)?;
+    if known.is_some() {
+        return Ok(());
+    }
+    let retained = blobs::put(profile_descriptor(profile)).map_err(|e| e.into_refusal("bytes"))?;
+    kv::begin_write()
+        .and_then(|txn| {
+            txn.commit_with(&[kv::TableWrite {
+                table: TABLE.into(),
+                key: profile.as_bytes().to_vec(),
+                value: retained.name.into_bytes(),
+            }])
+        })
+        .map_err(fail)
 }
 
 /// The leaf at `path`, created under its existing parent when absent.
