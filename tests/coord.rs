@@ -1280,3 +1280,145 @@ fn export_traverses_the_world_and_resumes_by_cursor() {
     // Every creation entry and the record: one per non-world space, plus 1.
     assert_eq!(entries as usize, seen.len() - 1 + 1);
 }
+
+#[test]
+fn read_selectors_cursors_and_preconditions_are_checked() {
+    let (_labd, coord) = start("coord-selectors");
+    let admin = coord.admin();
+    project(&coord, &admin, "alpha");
+    let mut batch = publish_body("b-1", "projects/alpha/snapshots/s", json!(1));
+    coord.ok(&admin, &Req::json("publish", "publish", &batch), 201);
+    batch["operation_id"] = json!("b-2");
+    coord.ok(&admin, &Req::json("publish", "publish", &batch), 201);
+    let entries = |through: i64| {
+        Req::read("entries", "entries")
+            .path("projects/alpha/snapshots/s")
+            .int("through", through)
+    };
+    coord.ok(&admin, &entries(2), 200);
+    let beyond = coord.send(&admin, &entries(3));
+    beyond.assert_error(400, "invalid");
+    // A continuation must resend its first page's `through`.
+    let continuation = Req::read("entries", "entries")
+        .path("projects/alpha/snapshots/s")
+        .int("after", 1);
+    coord
+        .send(&admin, &continuation)
+        .assert_error(400, "invalid");
+    let children = Req::read("children", "children")
+        .path("projects/alpha")
+        .string("cursor", "bm90IGEgY3Vyc29y");
+    coord
+        .send(&admin, &children)
+        .assert_error(400, "invalid_cursor");
+    // A stale precondition on a provisioning record.
+    let campaign = json!({ "operation_id": "c-1", "label": "survey", "project": "alpha" });
+    coord.ok(
+        &admin,
+        &Req::json("create_campaign", "campaigns", &campaign),
+        201,
+    );
+    let assignment = json!({
+        "operation_id": "as-1", "campaign": "survey", "assignment": "first", "worker": "w1",
+        "inputs": [], "outputs": [], "expected_cutoff": 5,
+    });
+    let body = json!({ "operation_id": "w-1", "project": "alpha", "worker": "w1", "principal": Principal::of(&key(50)).to_string(), "permissions": [], "valid_until": now() + 60 });
+    coord.ok(
+        &admin,
+        &Req::json("provision_worker", "workers", &body),
+        201,
+    );
+    let refused = coord.send(&admin, &Req::json("assign", "assignments", &assignment));
+    refused.assert_error(409, "conflict");
+    assert_eq!(refused.json()["details"]["actual_cutoff"], 0);
+    // A carriage with the most grants it may hold fits in one header.
+    let mut crowded = coord.holder(51, &[GrantKind::Read], "projects/alpha");
+    while crowded.grants.len() < 16 {
+        let extra = coord.grant(
+            &crowded.key,
+            GrantKind::Read,
+            "projects/alpha/snapshots",
+            now() + DAY,
+        );
+        crowded.grants.push(extra);
+    }
+    coord.ok(
+        &crowded,
+        &Req::read("children", "children").path("projects/alpha"),
+        200,
+    );
+}
+
+#[test]
+fn fetch_cuts_a_body_that_does_not_match_its_hash() {
+    use std::io::{Read, Write};
+    let (labd, coord) = start("coord-fetch-cut");
+    let admin = coord.admin();
+    project(&coord, &admin, "alpha");
+    let content = support::pseudo_random(1 << 20, 7);
+    let (bytes, kind) = coord.retain(&admin, "projects/alpha", &content);
+    let body = json!({ "operation_id": "a1", "path": labels("projects/alpha/artifacts/a1"), "artifact": { "bytes": bytes, "type": kind } });
+    coord.ok(
+        &admin,
+        &Req::json("create_artifact", "artifacts", &body),
+        201,
+    );
+    // The blob rots on disk: same length, one byte changed.
+    let hex = bytes.strip_prefix("sha256:").unwrap();
+    let file = labd.blobs_dir().join("sha256").join(&hex[..2]).join(hex);
+    let mut rotten = std::fs::OpenOptions::new().write(true).open(&file).unwrap();
+    std::io::Seek::seek(&mut rotten, std::io::SeekFrom::Start(1000)).unwrap();
+    rotten.write_all(&[content[1000] ^ 0xff]).unwrap();
+    rotten.sync_all().unwrap();
+
+    let fetch = Req::read("fetch", "fetch")
+        .path("projects/alpha/artifacts/a1")
+        .string("bytes", &bytes);
+    let header = coord.header(&admin, &fetch, now(), &nonce());
+    let mut stream = std::net::TcpStream::connect(coord.client.address).unwrap();
+    write!(
+        stream,
+        "GET /v1/fetch{} HTTP/1.1\r\nhost: test\r\nsvc-auth: {header}\r\n\r\n",
+        fetch.query()
+    )
+    .unwrap();
+    let mut received = Vec::new();
+    let _ = stream.read_to_end(&mut received);
+    let split = received.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    let head = String::from_utf8_lossy(&received[..split]).to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    assert!(
+        head.contains(&format!("content-length: {}", content.len())),
+        "{head}"
+    );
+    let got = received.len() - split;
+    assert!(
+        got < content.len(),
+        "the connection was cut before the last byte ({got} bytes)"
+    );
+}
+
+#[test]
+fn an_unreachable_journal_is_unavailable_never_absent() {
+    // A coordination service alone, its journal nowhere.
+    let labd = Labd::start(
+        "coord-unavailable",
+        &[
+            "--services",
+            "coord",
+            "--remote",
+            "journal=http://127.0.0.1:9",
+            "--remote",
+            "bytes=http://127.0.0.1:9",
+        ],
+    );
+    let coord = Coord::new(&labd);
+    let health = coord.client.get("/healthz");
+    assert_eq!(health.status, 503);
+    assert_eq!(health.json()["status"], "failing");
+    assert_eq!(coord.client.get("/livez").status, 200);
+    let admin = coord.admin();
+    coord
+        .send(&admin, &Req::read("children", "children"))
+        .assert_error(503, "unavailable");
+}
