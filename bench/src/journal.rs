@@ -97,19 +97,19 @@ pub struct Target {
 }
 
 /// The root the service was provisioned with.
-struct Ids {
-    root: String,
-    root_space: String,
+pub(crate) struct Ids {
+    pub(crate) root: String,
+    pub(crate) root_space: String,
 }
 
 impl Ids {
-    fn space_ref(&self, space: &str) -> Value {
+    pub(crate) fn space_ref(&self, space: &str) -> Value {
         json!({ "root_id": self.root, "space_id": space })
     }
 }
 
 /// One keep-alive connection to the journal's operations listener.
-struct Api {
+pub(crate) struct Api {
     addr: SocketAddr,
     conn: Conn,
     reply: Vec<u8>,
@@ -118,7 +118,7 @@ struct Api {
 }
 
 impl Api {
-    async fn connect(addr: SocketAddr) -> Result<Api> {
+    pub(crate) async fn connect(addr: SocketAddr) -> Result<Api> {
         Ok(Api {
             addr,
             conn: Conn::connect(addr).await?,
@@ -154,7 +154,7 @@ impl Api {
         answer
     }
 
-    async fn call(&mut self, op: &str, body: &Value, want: u16) -> Result<Value> {
+    pub(crate) async fn call(&mut self, op: &str, body: &Value, want: u16) -> Result<Value> {
         let writing = Instant::now();
         let body = serde_json::to_vec(body)?;
         self.json_time += writing.elapsed();
@@ -250,7 +250,7 @@ async fn native_head(addr: SocketAddr, ids: &Ids, space: &str, threads: usize) -
 }
 
 /// The root from `GET /healthz`, which must come from the journal.
-async fn identity(addr: SocketAddr) -> Result<Ids> {
+pub(crate) async fn identity(addr: SocketAddr) -> Result<Ids> {
     let mut conn = Conn::connect(addr).await?;
     let mut body = Vec::new();
     let response = conn
@@ -300,7 +300,7 @@ fn created_id(answer: &Value) -> Result<String> {
 }
 
 /// Creates the child `key` of `parent`; its space id.
-async fn create(api: &mut Api, ids: &Ids, parent: &str, key: &str) -> Result<String> {
+pub(crate) async fn create(api: &mut Api, ids: &Ids, parent: &str, key: &str) -> Result<String> {
     created_id(
         &api.call("create", &create_body(ids, parent, key), 201)
             .await?,
@@ -378,7 +378,7 @@ async fn post_all(
 }
 
 /// The bounds of an append answer, checked against the batch size.
-fn appended(answer: &Value, batch: usize) -> Result<(u64, u64)> {
+pub(crate) fn appended(answer: &Value, batch: usize) -> Result<(u64, u64)> {
     let (first, last) = (answer["first"].as_u64(), answer["last"].as_u64());
     match (first, last, answer["replayed"].as_bool()) {
         (Some(first), Some(last), Some(false)) if last + 1 == first + batch as u64 => {
@@ -676,7 +676,7 @@ impl Sample {
 /// The name and the user plus system time in a /proc `stat` file: of a
 /// process (all its threads) or of one thread. Times are in clock ticks of
 /// 1/100 s (Linux's USER_HZ).
-fn cpu_time(path: &str) -> Result<(String, Duration)> {
+pub(crate) fn cpu_time(path: &str) -> Result<(String, Duration)> {
     let stat = std::fs::read_to_string(path).with_context(|| format!("read {path}"))?;
     // The name may hold spaces and parentheses; the fields after it do not.
     let (head, rest) = stat.rsplit_once(')').context("a malformed stat")?;

@@ -54,6 +54,10 @@ pub struct Labd {
     pub journal: SocketAddr,
     /// The journal service's management listener (its metrics).
     pub journal_management: SocketAddr,
+    /// The coordination service's operations listener.
+    pub coord: SocketAddr,
+    /// The data directory labd was given.
+    pub data_dir: PathBuf,
 }
 
 impl Labd {
@@ -61,13 +65,16 @@ impl Labd {
     /// ready file names the listeners.
     pub fn start(binary: &Path, scratch: &Path) -> Result<Labd> {
         let ready_file = scratch.join("ready.json");
+        let data_dir = scratch.join("data");
         let child = Command::new(binary)
             .arg("--data-dir")
-            .arg(scratch.join("data"))
+            .arg(&data_dir)
             .args(["--bytes-listen", "127.0.0.1:0"])
             .args(["--bytes-management-listen", "127.0.0.1:0"])
             .args(["--journal-listen", "127.0.0.1:0"])
             .args(["--journal-management-listen", "127.0.0.1:0"])
+            .args(["--coord-listen", "127.0.0.1:0"])
+            .args(["--coord-management-listen", "127.0.0.1:0"])
             .arg("--ready-file")
             .arg(&ready_file)
             .args(["--log", "warn"])
@@ -83,11 +90,14 @@ impl Labd {
             operations: unbound,
             journal: unbound,
             journal_management: unbound,
+            coord: unbound,
+            data_dir,
         };
         let text = labd.wait_ready(&ready_file)?;
         labd.operations = address(&text, "bytes", "operations")?;
         labd.journal = address(&text, "journal", "operations")?;
         labd.journal_management = address(&text, "journal", "management")?;
+        labd.coord = address(&text, "coord", "operations")?;
         Ok(labd)
     }
 
@@ -144,7 +154,8 @@ mod tests {
     #[test]
     fn reads_the_operations_address() {
         let text = br#"{"bytes":{"operations":"127.0.0.1:4567","management":"127.0.0.1:4568"},
-            "journal":{"operations":"127.0.0.1:4569","management":"127.0.0.1:4570"}}"#;
+            "journal":{"operations":"127.0.0.1:4569","management":"127.0.0.1:4570"},
+            "coord":{"operations":"127.0.0.1:4571","management":"127.0.0.1:4572"}}"#;
         let at = |service, listener| address(text, service, listener).unwrap();
         assert_eq!(at("bytes", "operations"), "127.0.0.1:4567".parse().unwrap());
         assert_eq!(
@@ -155,6 +166,7 @@ mod tests {
             at("journal", "management"),
             "127.0.0.1:4570".parse().unwrap()
         );
+        assert_eq!(at("coord", "operations"), "127.0.0.1:4571".parse().unwrap());
         assert!(address(br#"{"bytes":{}}"#, "bytes", "operations").is_err());
         assert!(address(br#"{"bytes":{}}"#, "journal", "operations").is_err());
     }

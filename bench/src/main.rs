@@ -1,6 +1,6 @@
-//! `lab-bench`: throughput and latency of `labd`'s bytes and journal
-//! services on loopback, each figure printed beside a baseline measured in
-//! the same run.
+//! `lab-bench`: throughput and latency of `labd`'s bytes, journal and
+//! coordination services on loopback, each figure printed beside a
+//! baseline measured in the same run.
 //!
 //! - [`labd`]: `labd` as a child process with a fresh data directory.
 //! - [`client`]: a minimal HTTP/1.1 keep-alive client.
@@ -8,12 +8,16 @@
 //! - [`measure`]: the bytes measurements and their baselines.
 //! - [`journal`]: the journal measurements; [`lmdb`] their baseline, a
 //!   plain heed loop writing the same rows.
+//! - [`coord`]: signed publishes and reads of the coordination service,
+//!   against the journal operations underneath them and the verifier's own
+//!   cost.
 //!
 //! Output: a header line naming the machine, then one table row per
 //! measurement (`what | figure | baseline | ratio | target`). Progress goes
 //! to stderr. MB is 10^6 bytes.
 
 mod client;
+mod coord;
 mod journal;
 mod labd;
 mod lmdb;
@@ -25,7 +29,8 @@ use clap::Parser;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-/// Measures labd's bytes and journal services against same-run baselines.
+/// Measures labd's bytes, journal and coordination services against
+/// same-run baselines.
 #[derive(Debug, Parser)]
 #[command(name = "lab-bench")]
 struct Args {
@@ -38,7 +43,7 @@ struct Args {
     #[arg(long, default_value_t = 3.0)]
     seconds: f64,
 
-    /// Measure one service only [default: both].
+    /// Measure one service only [default: all].
     #[arg(long, value_enum)]
     only: Option<Service>,
 }
@@ -47,6 +52,7 @@ struct Args {
 enum Service {
     Bytes,
     Journal,
+    Coord,
 }
 
 fn main() -> Result<()> {
@@ -84,23 +90,33 @@ fn main() -> Result<()> {
     // directly is woken across threads on every read, which would slow the
     // client's request loops.
     let measuring = runtime.spawn({
-        let (bytes, journal) = (
+        let (bytes, journal, coord) = (
             labd.operations,
             journal::Target {
                 operations: labd.journal,
                 management: labd.journal_management,
                 pid: labd.pid(),
             },
+            coord::Target {
+                operations: labd.coord,
+                journal: labd.journal,
+                pid: labd.pid(),
+                data_dir: labd.data_dir.clone(),
+            },
         );
         let scratch = scratch.path().to_path_buf();
         let only = args.only;
         async move {
             let mut rows = Vec::new();
-            if only != Some(Service::Journal) {
+            let selected = |service| only.is_none_or(|only| only == service);
+            if selected(Service::Bytes) {
                 rows.extend(measure::run(bytes, scratch.clone(), threads, rps_time).await?);
             }
-            if only != Some(Service::Bytes) {
+            if selected(Service::Journal) {
                 rows.extend(journal::run(journal, scratch, threads).await?);
+            }
+            if selected(Service::Coord) {
+                rows.extend(coord::run(coord, threads).await?);
             }
             anyhow::Ok(rows)
         }

@@ -1,0 +1,1088 @@
+//! The coordination service's measurements, each beside a baseline taken
+//! in the same run on the same machine:
+//!
+//! - signed `publish` requests/s and µs per request from 1 and 16
+//!   concurrent keep-alive clients, each request a new operation ID, round
+//!   robin over `LEAVES` record leaves of one project, against `append` of
+//!   one fact (each a new operation ID) straight to the journal's listener
+//!   from as many clients, round robin over as many journals: the
+//!   service's cost on top of the journal append underneath a publish;
+//! - signed `entries` (`limit=1`) of those leaves against the journal's
+//!   unsigned `read` (`limit` 1) of the same leaf journals;
+//! - the verifier on one core, in this process: a bare strict Ed25519
+//!   verify, and the service's whole check of a publish (decode the
+//!   `Svc-Auth` header, rebuild the signing record, verify the proof and
+//!   the one grant carried, remember the nonce in an in-memory replay
+//!   cache); then that check as a share of a publish's and a read's µs.
+//!
+//! The requests are signed by a key holding root-issued `publish` and
+//! `read` grants on the project (the root key, read from labd's data
+//! directory, creates the project); each request carries the one grant its
+//! operation needs, so labd verifies two signatures per request. Every
+//! signed request has a fresh nonce, so each is signed on its own, and all
+//! are signed before the clock starts (on every core): signing in the
+//! clients would compete with labd for this machine's cores inside the
+//! measured window. A short unmeasured run per configuration, which signs
+//! as it sends, warms up and sizes the supply; a client whose supply runs
+//! out stops, and the row says so.
+//!
+//! What the in-process check leaves out: labd runs it inside the
+//! component (WebAssembly), and its replay cache is a durable store write
+//! per request, so the share it shows is a lower bound.
+//!
+//! Each load row shows requests/s, µs per request (1/rate, all clients
+//! together), the mean latency a client saw, labd's CPU time per request
+//! (from /proc, all of labd's threads) and the cores the clients used.
+//! Figures and baselines are taken in alternating rounds.
+
+use crate::client::{self, Conn};
+use crate::journal::{self, Api};
+use crate::measure::{percent, progress, Row};
+use anyhow::{ensure, Context, Result};
+use ed25519_dalek::Signature;
+use lab_coord_auth::{
+    issue_grant, sign_request, signing_record, BodyDigest, Carriage, Grant, GrantFields, GrantKind,
+    MemoryReplayCache, Params, Principal, RequestFacts, SigningKey, Verifier,
+};
+use serde_json::{json, Value};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// The project the records go to.
+const PROJECT: &str = "bench";
+/// Record leaves (`projects/bench/snapshots/s<i>`), and journals of the
+/// append baseline.
+const LEAVES: usize = 4;
+/// Concurrent keep-alive clients measured.
+const CLIENTS: [usize; 2] = [1, 16];
+/// Alternating rounds of figure and baseline.
+const ROUNDS: u32 = 2;
+/// Measured time per figure and per baseline (split into rounds).
+const ROW_TIME: Duration = Duration::from_secs(2);
+/// The unmeasured run before each configuration.
+const WARMUP: Duration = Duration::from_millis(300);
+/// Connections open before a measured run's clock starts.
+const START_DELAY: Duration = Duration::from_millis(50);
+/// Requests signed per client: this many times what the best rate seen
+/// so far would use up.
+const HEADROOM: f64 = 3.0;
+const MIN_PER_CLIENT: u64 = 32;
+/// Upper bound of requests per client and run.
+const MAX_REQUESTS_PER_CLIENT: u64 = 1_000_000;
+/// Lifetime of the grants the bench issues, in seconds.
+const GRANT_SECONDS: u64 = 3_600;
+/// Measured time of each verifier figure.
+const AUTH_TIME: Duration = Duration::from_secs(1);
+/// Signed publish carriages the check loop cycles through (each pass with
+/// a new replay cache, since a nonce is good once).
+const POOL: usize = 2_000;
+/// The seed of the publishing key.
+const PUBLISHER_SEED: [u8; 32] = [7; 32];
+
+/// Where the services listen, and labd's process and data.
+pub struct Target {
+    /// The coordination service's operations listener.
+    pub operations: SocketAddr,
+    /// The journal service's operations listener.
+    pub journal: SocketAddr,
+    /// labd's process id: its CPU time is read from /proc.
+    pub pid: u32,
+    /// labd's `--data-dir`, which holds the development root key.
+    pub data_dir: PathBuf,
+}
+
+/// One signed request, before it is signed.
+struct Call {
+    op: &'static str,
+    method: &'static str,
+    /// The grant it needs, and where (labels below the world).
+    kind: GrantKind,
+    path: Vec<String>,
+    /// `/v1/...` with the query string.
+    target: String,
+    /// The table parameters, as signed.
+    params: Params,
+    /// The JSON body; empty for reads.
+    body: Vec<u8>,
+}
+
+impl Call {
+    fn create_project(label: &str) -> Call {
+        let body = json!({ "operation_id": format!("project-{label}"), "label": label });
+        Call {
+            op: "create_project",
+            method: "POST",
+            kind: GrantKind::Provision,
+            path: vec!["projects".into(), label.into()],
+            target: "/v1/projects".into(),
+            params: Params::new(),
+            body: body.to_string().into_bytes(),
+        }
+    }
+
+    /// A new record (`{"n": n}`) for leaf `leaf`.
+    fn publish(operation_id: &str, leaf: usize, n: u64) -> Call {
+        let path = leaf_path(leaf);
+        let body = json!({
+            "operation_id": operation_id,
+            "path": path,
+            "profile": "lab/bench/1",
+            "record": { "n": n },
+        });
+        Call {
+            op: "publish",
+            method: "POST",
+            kind: GrantKind::Publish,
+            path,
+            target: "/v1/publish".into(),
+            params: Params::new(),
+            body: body.to_string().into_bytes(),
+        }
+    }
+
+    /// The first entry of leaf `leaf`.
+    fn entries(leaf: usize) -> Call {
+        let path = leaf_path(leaf);
+        Call {
+            op: "entries",
+            method: "GET",
+            kind: GrantKind::Read,
+            target: format!("/v1/entries?{}", query(&path, 1)),
+            params: Params::new().strings("path", path.clone()).int("limit", 1),
+            path,
+            body: Vec::new(),
+        }
+    }
+}
+
+/// `projects/<PROJECT>/snapshots/s<leaf>`.
+fn leaf_path(leaf: usize) -> Vec<String> {
+    ["projects", PROJECT, "snapshots", &format!("s{leaf}")]
+        .map(String::from)
+        .to_vec()
+}
+
+/// The query string of a read of `path` with `limit`: one `path` pair per
+/// label, in order.
+fn query(path: &[String], limit: u64) -> String {
+    path.iter()
+        .map(|label| format!("path={}", encode(label)))
+        .chain([format!("limit={limit}")])
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+/// Percent-encodes every byte outside the unreserved characters.
+fn encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+/// A nonce of the proof grammar (22..64 of `[A-Za-z0-9_-]`), distinct for
+/// every `n` under one `prefix`.
+fn nonce(prefix: u64, n: u64) -> String {
+    format!("{prefix:016x}{n:012}")
+}
+
+/// The seed of an `ed25519-secret:<64 hex>` key file.
+fn secret_key(text: &str) -> Result<[u8; 32]> {
+    let hex = text
+        .trim()
+        .strip_prefix("ed25519-secret:")
+        .context("not an `ed25519-secret:` key")?;
+    ensure!(
+        hex.len() == 64,
+        "the key has {} hex digits, not 64",
+        hex.len()
+    );
+    let mut seed = [0u8; 32];
+    for (byte, pair) in seed.iter_mut().zip(hex.as_bytes().chunks(2)) {
+        let pair = std::str::from_utf8(pair).context("the key is not hex")?;
+        *byte = u8::from_str_radix(pair, 16).context("the key is not hex")?;
+    }
+    Ok(seed)
+}
+
+/// Requests per client for a run of `time` at an expected `rate` (all
+/// clients together), with `HEADROOM`.
+fn supply(rate: f64, time: Duration, clients: usize) -> u64 {
+    let wanted = rate * time.as_secs_f64() * HEADROOM / clients as f64;
+    (wanted.ceil() as u64).clamp(MIN_PER_CLIENT, MAX_REQUESTS_PER_CLIENT)
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// A key, its grants, and the service it signs for.
+struct Signer {
+    addr: SocketAddr,
+    audience: String,
+    key: SigningKey,
+    /// Root-issued, one per kind.
+    grants: Vec<Grant>,
+    nonce_prefix: u64,
+    next_nonce: AtomicU64,
+}
+
+impl Signer {
+    /// `key` holding a grant of each of `kinds` on `path`, issued by `root`.
+    fn new(
+        addr: SocketAddr,
+        world: &str,
+        root: &SigningKey,
+        key: SigningKey,
+        kinds: &[GrantKind],
+        path: &[String],
+    ) -> Result<Signer> {
+        let grants = kinds
+            .iter()
+            .map(|&kind| {
+                let fields = GrantFields {
+                    principal: Principal::of(&key),
+                    kind,
+                    path: path.to_vec(),
+                    valid_until: now() + GRANT_SECONDS,
+                };
+                issue_grant(root, world, fields, None).context("issue a grant")
+            })
+            .collect::<Result<_>>()?;
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        Ok(Signer {
+            addr,
+            audience: format!("http://{addr}"),
+            key,
+            grants,
+            nonce_prefix: nanos as u64,
+            next_nonce: AtomicU64::new(0),
+        })
+    }
+
+    /// A fresh proof of `call` with the grant it needs.
+    fn carriage(&self, call: &Call) -> Result<Carriage> {
+        let n = self.next_nonce.fetch_add(1, Ordering::Relaxed);
+        let proof = sign_request(
+            &self.key,
+            call.op,
+            &call.params,
+            &call.body,
+            &nonce(self.nonce_prefix, n),
+            now(),
+            &self.audience,
+        )?;
+        let grant = self
+            .grants
+            .iter()
+            .find(|g| g.kind == call.kind)
+            .with_context(|| format!("the signer holds no {} grant", call.kind))?;
+        Ok(Carriage::new(proof, vec![grant.clone()]))
+    }
+
+    /// `call` signed, as the bytes that go on the wire.
+    fn request(&self, call: &Call) -> Result<Vec<u8>> {
+        Ok(raw_request(
+            self.addr,
+            call,
+            &self.carriage(call)?.to_header(),
+        ))
+    }
+}
+
+/// The HTTP/1.1 request of `call` with the `Svc-Auth` value `auth`.
+fn raw_request(addr: SocketAddr, call: &Call, auth: &str) -> Vec<u8> {
+    let mut head = format!(
+        "{} {} HTTP/1.1\r\nhost: {addr}\r\n",
+        call.method, call.target
+    );
+    if !call.body.is_empty() {
+        head.push_str(&format!(
+            "content-type: application/json\r\ncontent-length: {}\r\n",
+            call.body.len()
+        ));
+    }
+    head.push_str(&format!("svc-auth: {auth}\r\n\r\n"));
+    let mut bytes = head.into_bytes();
+    bytes.extend_from_slice(&call.body);
+    bytes
+}
+
+/// An unsigned `POST /v1/<op>` with a JSON body, as the bytes that go on
+/// the wire.
+fn journal_request(addr: SocketAddr, op: &str, body: &str) -> Vec<u8> {
+    let mut bytes = client::post_head(addr, &format!("/v1/{op}"), "application/json", body.len());
+    bytes.extend_from_slice(body.as_bytes());
+    bytes
+}
+
+/// Sends one request over a new connection; its answer, whose status must
+/// be `want`.
+async fn once(addr: SocketAddr, request: &[u8], want: u16) -> Result<Value> {
+    let mut conn = Conn::connect(addr).await?;
+    let mut reply = Vec::new();
+    let response = conn.exchange(request, &[], false, Some(&mut reply)).await?;
+    ensure!(
+        response.status == want,
+        "{addr} answered {}: {}",
+        response.status,
+        String::from_utf8_lossy(&reply)
+    );
+    serde_json::from_slice(&reply).context("a JSON answer")
+}
+
+/// The world of the coordination service at `addr`, from `GET /healthz`.
+async fn world(addr: SocketAddr) -> Result<String> {
+    let mut conn = Conn::connect(addr).await?;
+    let mut body = Vec::new();
+    let response = conn
+        .exchange(
+            &client::get_head(addr, "/healthz"),
+            &[],
+            true,
+            Some(&mut body),
+        )
+        .await?;
+    ensure!(
+        response.header("lab-service") == Some("coord"),
+        "{addr} is not the coordination service"
+    );
+    ensure!(
+        response.status == 200,
+        "healthz answered {}: {}",
+        response.status,
+        String::from_utf8_lossy(&body)
+    );
+    let health: Value = serde_json::from_slice(&body).context("the healthz answer")?;
+    health["identity"]["world"]
+        .as_str()
+        .map(str::to_string)
+        .context("healthz without identity.world")
+}
+
+/// Runs every coordination measurement against `target`; `threads` sign
+/// the requests ahead of each run.
+pub async fn run(target: Target, threads: usize) -> Result<Vec<Row>> {
+    progress("coord: setup");
+    let coord = target.operations;
+    let world = world(coord).await?;
+    let key_file = target.data_dir.join("coord").join("root.key");
+    let text = std::fs::read_to_string(&key_file)
+        .with_context(|| format!("read {}", key_file.display()))?;
+    let root = SigningKey::from_bytes(&secret_key(&text).context("the development root key")?);
+    let admin = Signer::new(
+        coord,
+        &world,
+        &root,
+        root.clone(),
+        &[GrantKind::Provision],
+        &[],
+    )?;
+    let created = once(coord, &admin.request(&Call::create_project(PROJECT))?, 201).await?;
+    ensure!(
+        created["space"].is_object(),
+        "create_project answered {created}"
+    );
+    let publisher = Arc::new(Signer::new(
+        coord,
+        &world,
+        &root,
+        SigningKey::from_bytes(&PUBLISHER_SEED),
+        &[GrantKind::Publish, GrantKind::Read],
+        &["projects".into(), PROJECT.into()],
+    )?);
+
+    // The first record of each leaf creates it; its entry names the leaf's
+    // journal, which the read baseline reads directly.
+    let ids = journal::identity(target.journal).await?;
+    let mut leaves = Vec::new();
+    for leaf in 0..LEAVES {
+        let call = Call::publish(&format!("first-{leaf}"), leaf, 0);
+        let answer = once(coord, &publisher.request(&call)?, 201).await?;
+        let entry = &answer["record"]["entry"];
+        ensure!(
+            answer["space_created"] == true && entry["root_id"] == ids.root.as_str(),
+            "the first publish answered {answer}"
+        );
+        let space = entry["space_id"].as_str().context("an entry's space")?;
+        leaves.push(ids.space_ref(space).to_string());
+    }
+    let mut api = Api::connect(target.journal).await?;
+    let mut journals = Vec::new();
+    for i in 0..LEAVES {
+        let space = journal::create(&mut api, &ids, &ids.root_space, &format!("coord-{i}")).await?;
+        journals.push(ids.space_ref(&space).to_string());
+    }
+    let bench = Bench {
+        target,
+        threads,
+        publisher,
+        journals: Arc::new(journals),
+        leaves: Arc::new(leaves),
+        run: AtomicU64::new(0),
+    };
+
+    let mut rows = Vec::new();
+    let mut publishes = Vec::new();
+    for clients in CLIENTS {
+        progress(&format!("coord: publish, c={clients}"));
+        let (publish, append) = bench.compare(Kind::Publish, clients).await?;
+        rows.push(load_row(
+            &format!("coord publish, c={clients}, {LEAVES} leaves"),
+            &publish,
+            &append,
+            "journal append 1 fact",
+        ));
+        publishes.push((clients, publish));
+    }
+    let mut reads = Vec::new();
+    for clients in CLIENTS {
+        progress(&format!("coord: entries, c={clients}"));
+        let (entries, read) = bench.compare(Kind::Entries, clients).await?;
+        rows.push(load_row(
+            &format!("coord entries limit=1, c={clients}, {LEAVES} leaves"),
+            &entries,
+            &read,
+            "journal read limit 1, same leaves",
+        ));
+        reads.push((clients, entries));
+    }
+
+    progress("coord: verifier, one core");
+    let auth = tokio::task::block_in_place(|| auth_costs(&bench.publisher, &world, &root))?;
+    rows.extend(auth.rows());
+    for (op, loads) in [("publish", &publishes), ("entries", &reads)] {
+        for (clients, load) in loads.iter() {
+            rows.push(share_row(op, *clients, &auth, load));
+        }
+    }
+    Ok(rows)
+}
+
+/// What is measured: a signed coordination operation and, beside it, the
+/// unsigned journal operation underneath it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Publish,
+    Entries,
+}
+
+/// Everything a measured run needs.
+struct Bench {
+    target: Target,
+    threads: usize,
+    publisher: Arc<Signer>,
+    /// Journals of the append baseline, as JSON space refs.
+    journals: Arc<Vec<String>>,
+    /// The leaves' journals, as JSON space refs.
+    leaves: Arc<Vec<String>>,
+    /// Numbers runs, keeping operation IDs unique.
+    run: AtomicU64,
+}
+
+impl Bench {
+    /// The coordination figure and its journal baseline for `kind` with
+    /// `clients` clients, in alternating rounds after one warm-up each.
+    async fn compare(&self, kind: Kind, clients: usize) -> Result<(Load, Load)> {
+        let time = ROW_TIME / ROUNDS;
+        let warm = self.load(self.signing_feeds(kind, clients), WARMUP, kind, true);
+        let mut rate = warm.await?.per_second();
+        self.load(self.journal_feeds(kind, clients), WARMUP, kind, false)
+            .await?;
+        let (mut figure, mut baseline) = (Load::default(), Load::default());
+        for _ in 0..ROUNDS {
+            let feeds = self.signed_feeds(kind, clients, supply(rate, time, clients))?;
+            let load = self.load(feeds, time, kind, true).await?;
+            rate = rate.max(load.per_second());
+            figure.add(&load);
+            baseline.add(
+                &self
+                    .load(self.journal_feeds(kind, clients), time, kind, false)
+                    .await?,
+            );
+        }
+        Ok((figure, baseline))
+    }
+
+    /// The call client `client` of `clients` makes `n`th in run `run`:
+    /// round robin over the leaves.
+    fn call(kind: Kind, run: u64, clients: usize, client: usize, n: u64) -> Call {
+        let leaf = (client + n as usize * clients) % LEAVES;
+        match kind {
+            Kind::Publish => Call::publish(&format!("r{run}-c{client}-{n}"), leaf, n),
+            Kind::Entries => Call::entries(leaf),
+        }
+    }
+
+    fn next_run(&self) -> u64 {
+        self.run.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Feeds that sign each request as they send it (the warm-ups).
+    fn signing_feeds(&self, kind: Kind, clients: usize) -> Vec<Feed> {
+        let (run, signer) = (self.next_run(), Arc::clone(&self.publisher));
+        let build: Arc<Build> =
+            Arc::new(move |client, n| signer.request(&Bench::call(kind, run, clients, client, n)));
+        (0..clients)
+            .map(|_| Feed::Built(Arc::clone(&build)))
+            .collect()
+    }
+
+    /// `per_client` signed requests for each client, signed now on
+    /// `threads` threads.
+    fn signed_feeds(&self, kind: Kind, clients: usize, per_client: u64) -> Result<Vec<Feed>> {
+        let run = self.next_run();
+        let total = clients as u64 * per_client;
+        let started = Instant::now();
+        let signer = &*self.publisher;
+        let chunk = total.div_ceil(self.threads as u64).max(1);
+        let signed = tokio::task::block_in_place(|| {
+            std::thread::scope(|scope| {
+                let workers: Vec<_> = (0..total)
+                    .step_by(chunk as usize)
+                    .map(|from| {
+                        scope.spawn(move || {
+                            (from..total.min(from + chunk))
+                                .map(|i| {
+                                    let (client, n) = ((i / per_client) as usize, i % per_client);
+                                    signer.request(&Bench::call(kind, run, clients, client, n))
+                                })
+                                .collect::<Result<Vec<_>>>()
+                        })
+                    })
+                    .collect();
+                let mut all = Vec::with_capacity(total as usize);
+                for worker in workers {
+                    all.extend(
+                        worker
+                            .join()
+                            .map_err(|_| anyhow::anyhow!("a signing thread panicked"))??,
+                    );
+                }
+                anyhow::Ok(all)
+            })
+        })?;
+        progress(&format!(
+            "coord: signed {total} requests in {:.2} s",
+            started.elapsed().as_secs_f64()
+        ));
+        let mut signed = signed.into_iter();
+        Ok((0..clients)
+            .map(|_| {
+                let mine: Vec<Vec<u8>> = signed.by_ref().take(per_client as usize).collect();
+                Feed::Signed(mine.into_iter())
+            })
+            .collect())
+    }
+
+    /// Feeds of the unsigned journal operation under `kind`, built as sent:
+    /// an append of one fact into the baseline journals (each a new
+    /// operation ID), or a read of the first entry of the leaves' journals.
+    fn journal_feeds(&self, kind: Kind, clients: usize) -> Vec<Feed> {
+        let (run, addr) = (self.next_run(), self.target.journal);
+        let fact = journal::base64(&journal::fact("bench", 0));
+        let spaces = Arc::clone(match kind {
+            Kind::Publish => &self.journals,
+            Kind::Entries => &self.leaves,
+        });
+        let build: Arc<Build> = Arc::new(move |client, n| {
+            let space = &spaces[(client + n as usize * clients) % spaces.len()];
+            Ok(match kind {
+                Kind::Publish => journal_request(
+                    addr,
+                    "append",
+                    &format!(
+                        r#"{{"space":{space},"facts":["{fact}"],"operation_id":"r{run}-c{client}-{n}"}}"#
+                    ),
+                ),
+                Kind::Entries => journal_request(
+                    addr,
+                    "read",
+                    &format!(r#"{{"space":{space},"after":0,"limit":1}}"#),
+                ),
+            })
+        });
+        (0..clients)
+            .map(|_| Feed::Built(Arc::clone(&build)))
+            .collect()
+    }
+
+    /// One run of `feeds` for `time`: against the coordination service
+    /// (`signed`) or the journal.
+    async fn load(
+        &self,
+        feeds: Vec<Feed>,
+        time: Duration,
+        kind: Kind,
+        signed: bool,
+    ) -> Result<Load> {
+        let (addr, want, check): (SocketAddr, u16, Check) = match (kind, signed) {
+            (Kind::Publish, true) => (self.target.operations, 201, |answer| {
+                ensure!(
+                    answer["replayed"] == false && answer["record"]["entry"]["position"].is_u64(),
+                    "publish answered {answer}"
+                );
+                Ok(())
+            }),
+            (Kind::Publish, false) => (self.target.journal, 201, |answer| {
+                journal::appended(answer, 1).map(drop)
+            }),
+            (Kind::Entries, true) => (self.target.operations, 200, one_entry),
+            (Kind::Entries, false) => (self.target.journal, 200, one_entry),
+        };
+        load(addr, self.target.pid, feeds, time, want, check).await
+    }
+}
+
+fn one_entry(answer: &Value) -> Result<()> {
+    ensure!(
+        answer["entries"].as_array().map(Vec::len) == Some(1),
+        "a read answered {answer}"
+    );
+    Ok(())
+}
+
+/// Builds client `c`'s `n`th request.
+type Build = dyn Fn(usize, u64) -> Result<Vec<u8>> + Send + Sync;
+/// Checks an answer.
+type Check = fn(&Value) -> Result<()>;
+
+/// Where one client's requests come from.
+enum Feed {
+    /// Signed before the clock started; the client stops when they run out.
+    Signed(std::vec::IntoIter<Vec<u8>>),
+    /// Built as the client sends them.
+    Built(Arc<Build>),
+}
+
+impl Feed {
+    fn next(&mut self, client: usize, n: u64) -> Option<Result<Vec<u8>>> {
+        match self {
+            Feed::Signed(requests) => requests.next().map(Ok),
+            Feed::Built(build) => Some(build(client, n)),
+        }
+    }
+}
+
+/// Measured runs, added up.
+#[derive(Default)]
+struct Load {
+    requests: u64,
+    /// From the common start to the last answer.
+    elapsed: Duration,
+    /// From sending each request to the end of its answer, summed.
+    latency: Duration,
+    /// CPU time of labd and of this process (the clients).
+    labd_cpu: Duration,
+    bench_cpu: Duration,
+    /// The time over which CPU time was counted.
+    wall: Duration,
+    /// Clients whose signed requests ran out before the time did.
+    ran_out: usize,
+}
+
+impl Load {
+    fn add(&mut self, other: &Load) {
+        self.requests += other.requests;
+        self.elapsed += other.elapsed;
+        self.latency += other.latency;
+        self.labd_cpu += other.labd_cpu;
+        self.bench_cpu += other.bench_cpu;
+        self.wall += other.wall;
+        self.ran_out += other.ran_out;
+    }
+
+    fn per_second(&self) -> f64 {
+        self.requests as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+
+    fn latency_us(&self) -> f64 {
+        self.latency.as_secs_f64() * 1e6 / self.requests.max(1) as f64
+    }
+
+    fn labd_us(&self) -> f64 {
+        self.labd_cpu.as_secs_f64() * 1e6 / self.requests.max(1) as f64
+    }
+
+    fn bench_cores(&self) -> f64 {
+        self.bench_cpu.as_secs_f64() / self.wall.as_secs_f64().max(1e-9)
+    }
+}
+
+/// labd's and this process's CPU time now.
+fn cpu(pid: u32) -> Result<(Instant, Duration, Duration)> {
+    let labd = journal::cpu_time(&format!("/proc/{pid}/stat"))?.1;
+    let bench = journal::cpu_time("/proc/self/stat")?.1;
+    Ok((Instant::now(), labd, bench))
+}
+
+/// One keep-alive connection to `addr` per feed, each sending its feed's
+/// requests back to back for `time` (or until its feed runs out); every
+/// answer must have status `want` and pass `check`.
+async fn load(
+    addr: SocketAddr,
+    pid: u32,
+    feeds: Vec<Feed>,
+    time: Duration,
+    want: u16,
+    check: Check,
+) -> Result<Load> {
+    let mut conns = Vec::with_capacity(feeds.len());
+    for _ in 0..feeds.len() {
+        conns.push(Conn::connect(addr).await?);
+    }
+    let begin = Instant::now() + START_DELAY;
+    let end = begin + time;
+    let tasks: Vec<_> = conns
+        .into_iter()
+        .zip(feeds)
+        .enumerate()
+        .map(|(client, (mut conn, mut feed))| {
+            tokio::spawn(async move {
+                tokio::time::sleep_until(begin.into()).await;
+                let (mut n, mut latency, mut finished) = (0u64, Duration::ZERO, begin);
+                let mut reply = Vec::with_capacity(4 << 10);
+                let mut ran_out = false;
+                while Instant::now() < end && n < MAX_REQUESTS_PER_CLIENT {
+                    let Some(request) = feed.next(client, n) else {
+                        ran_out = true;
+                        break;
+                    };
+                    let request = request?;
+                    reply.clear();
+                    let sent = Instant::now();
+                    let response = conn
+                        .exchange(&request, &[], false, Some(&mut reply))
+                        .await?;
+                    finished = Instant::now();
+                    latency += finished - sent;
+                    ensure!(
+                        response.status == want,
+                        "{addr} answered {}: {}",
+                        response.status,
+                        String::from_utf8_lossy(&reply)
+                    );
+                    check(&serde_json::from_slice(&reply).context("a JSON answer")?)?;
+                    n += 1;
+                }
+                anyhow::Ok((n, latency, finished, ran_out))
+            })
+        })
+        .collect();
+    tokio::time::sleep_until(begin.into()).await;
+    let before = cpu(pid)?;
+    let mut load = Load::default();
+    let mut last = begin;
+    for task in tasks {
+        let (n, latency, finished, ran_out) = task.await??;
+        load.requests += n;
+        load.latency += latency;
+        last = last.max(finished);
+        load.ran_out += usize::from(ran_out);
+    }
+    let after = cpu(pid)?;
+    ensure!(
+        load.requests > 0,
+        "no request to {addr} completed in {time:?}"
+    );
+    load.elapsed = last - begin;
+    load.wall = after.0 - before.0;
+    load.labd_cpu = after.1.saturating_sub(before.1);
+    load.bench_cpu = after.2.saturating_sub(before.2);
+    Ok(load)
+}
+
+/// A figure beside its journal baseline.
+fn load_row(what: &str, figure: &Load, baseline: &Load, baseline_what: &str) -> Row {
+    let ran_out = if figure.ran_out > 0 {
+        format!("; {} clients ran out of signed requests", figure.ran_out)
+    } else {
+        String::new()
+    };
+    Row::new(
+        format!("{what}: req/s (n={})", figure.requests),
+        format!(
+            "{:.0} ({:.0} µs/req, {:.0} µs latency; labd {:.0} µs CPU/req; bench {:.2} cores{ran_out})",
+            figure.per_second(),
+            1e6 / figure.per_second(),
+            figure.latency_us(),
+            figure.labd_us(),
+            figure.bench_cores(),
+        ),
+        format!(
+            "{:.0} {baseline_what} ({:.0} µs/req, {:.0} µs latency; labd {:.0} µs CPU/req; n={})",
+            baseline.per_second(),
+            1e6 / baseline.per_second(),
+            baseline.latency_us(),
+            baseline.labd_us(),
+            baseline.requests,
+        ),
+        percent(figure.per_second() / baseline.per_second()),
+        "-".into(),
+    )
+}
+
+/// The verifier's costs on one core, in µs.
+struct AuthCosts {
+    /// A bare strict Ed25519 verify.
+    verify: (u64, f64),
+    /// The service's whole check of one signed publish.
+    check: (u64, f64),
+    /// Signing one publish: record, proof and `Svc-Auth` header.
+    sign: (u64, f64),
+}
+
+impl AuthCosts {
+    fn rows(&self) -> Vec<Row> {
+        let per_s = |us: f64| 1e6 / us;
+        vec![
+            Row::new(
+                format!("ed25519 verify_strict/s, 1 core (n={})", self.verify.0),
+                format!("{:.0} ({:.1} µs each)", per_s(self.verify.1), self.verify.1),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+            ),
+            Row::new(
+                format!(
+                    "auth check/s of a publish, 1 core: header decode, record, proof + 1 grant verified, replay cache in memory (n={})",
+                    self.check.0
+                ),
+                format!("{:.0} ({:.1} µs each)", per_s(self.check.1), self.check.1),
+                format!("{:.0} bare verifies/s", per_s(self.verify.1)),
+                percent(self.verify.1 / self.check.1),
+                "-".into(),
+            ),
+            Row::new(
+                format!(
+                    "  ref: signing a publish/s, 1 core: record, proof, header (n={})",
+                    self.sign.0
+                ),
+                format!("{:.0} ({:.1} µs each)", per_s(self.sign.1), self.sign.1),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+            ),
+        ]
+    }
+}
+
+/// The in-process auth check as a share of a signed request's latency
+/// (c=1) or of labd's CPU time per request (more clients, where the cores
+/// are the limit).
+fn share_row(op: &str, clients: usize, auth: &AuthCosts, load: &Load) -> Row {
+    let (of, us) = if clients == 1 {
+        ("latency", load.latency_us())
+    } else {
+        ("labd CPU", load.labd_us())
+    };
+    Row::new(
+        format!("auth check share of {op} {of}, c={clients}"),
+        format!(
+            "{:.1} µs auth check (2 verifies of {:.1} µs)",
+            auth.check.1, auth.verify.1
+        ),
+        format!("{us:.0} µs {of}/req"),
+        format!("{:.1}%", auth.check.1 / us * 100.0),
+        "-".into(),
+    )
+}
+
+/// Runs `step` until `time` has passed, checking the clock every 64 steps;
+/// the steps run and µs per step.
+fn timed(time: Duration, mut step: impl FnMut(usize) -> Result<()>) -> Result<(u64, f64)> {
+    let started = Instant::now();
+    let mut count = 0usize;
+    while started.elapsed() < time {
+        for _ in 0..64 {
+            step(count)?;
+            count += 1;
+        }
+    }
+    let us = started.elapsed().as_secs_f64() * 1e6 / count as f64;
+    Ok((count as u64, us))
+}
+
+/// Signing, a bare verify and the service's check of a publish, each on
+/// this thread alone.
+fn auth_costs(signer: &Signer, world: &str, root: &SigningKey) -> Result<AuthCosts> {
+    let calls: Vec<Call> = (0..POOL)
+        .map(|i| Call::publish(&format!("auth-{i}"), i % LEAVES, i as u64))
+        .collect();
+    let started = Instant::now();
+    let headers = calls
+        .iter()
+        .map(|call| Ok(signer.carriage(call)?.to_header()))
+        .collect::<Result<Vec<_>>>()?;
+    let sign = (
+        POOL as u64,
+        started.elapsed().as_secs_f64() * 1e6 / POOL as f64,
+    );
+
+    let first = &calls[0];
+    let proof = Carriage::from_header(Some(headers[0].as_bytes()))?.proof;
+    let facts = RequestFacts {
+        op: first.op,
+        params: &first.params,
+        body_digest: BodyDigest::of(&first.body),
+    };
+    let record = signing_record(
+        &facts,
+        &proof.principal,
+        &proof.nonce,
+        proof.timestamp,
+        &proof.audience,
+    )?;
+    let key = proof
+        .principal
+        .verifying_key()
+        .context("an admissible key")?;
+    let signature = Signature::from_bytes(&proof.signature);
+    let verify = timed(AUTH_TIME, |_| {
+        key.verify_strict(std::hint::black_box(&record), &signature)
+            .context("the proof does not verify")
+    })?;
+
+    let verifier = Verifier::new(world, Principal::of(root), signer.audience.clone());
+    let now = now();
+    let mut cache = MemoryReplayCache::new();
+    let check = timed(AUTH_TIME, |count| {
+        let i = count % POOL;
+        if i == 0 {
+            cache = MemoryReplayCache::new();
+        }
+        let call = &calls[i];
+        let carriage = Carriage::from_header(Some(headers[i].as_bytes()))?;
+        let facts = RequestFacts {
+            op: call.op,
+            params: &call.params,
+            body_digest: BodyDigest::of(&call.body),
+        };
+        verifier.check(&carriage, &facts, call.kind, &call.path, now, &mut cache)?;
+        Ok(())
+    })?;
+    Ok(AuthCosts {
+        verify,
+        check,
+        sign,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lab_coord_auth::is_valid_nonce;
+
+    #[test]
+    fn nonces_are_valid_and_distinct() {
+        let a = nonce(u64::MAX, 0);
+        assert!(is_valid_nonce(&a), "{a}");
+        assert!(is_valid_nonce(&nonce(0, 999_999_999_999_999)));
+        assert_ne!(nonce(1, 2), nonce(1, 3));
+        assert_ne!(nonce(1, 2), nonce(2, 2));
+    }
+
+    #[test]
+    fn reads_a_secret_key() {
+        let text = format!("ed25519-secret:{}\n", "0a".repeat(32));
+        assert_eq!(secret_key(&text).unwrap(), [10; 32]);
+        assert!(secret_key("ed25519-secret:0a").is_err());
+        assert!(secret_key(&format!("ed25519:{}", "0a".repeat(32))).is_err());
+        assert!(secret_key(&format!("ed25519-secret:{}", "zz".repeat(32))).is_err());
+    }
+
+    #[test]
+    fn queries_repeat_the_path() {
+        let path = ["projects", "a b", "s/0"].map(String::from);
+        assert_eq!(
+            query(&path, 1),
+            "path=projects&path=a%20b&path=s%2F0&limit=1"
+        );
+        assert_eq!(
+            Call::entries(2).target,
+            "/v1/entries?path=projects&path=bench&path=snapshots&path=s2&limit=1"
+        );
+    }
+
+    #[test]
+    fn requests_frame_their_body() {
+        let addr: SocketAddr = "127.0.0.1:80".parse().unwrap();
+        let get = raw_request(addr, &Call::entries(0), "QUJD");
+        assert!(get.starts_with(b"GET /v1/entries?path=projects&"));
+        assert!(get.ends_with(b"\r\nhost: 127.0.0.1:80\r\nsvc-auth: QUJD\r\n\r\n"));
+        let call = Call::publish("op", 1, 5);
+        let post = String::from_utf8(raw_request(addr, &call, "QUJD")).unwrap();
+        let (head, body) = post.split_once("\r\n\r\n").unwrap();
+        assert!(head.starts_with("POST /v1/publish HTTP/1.1\r\n"));
+        assert!(head.contains(&format!("\r\ncontent-length: {}\r\n", body.len())));
+        let body: Value = serde_json::from_str(body).unwrap();
+        assert_eq!(
+            body["path"],
+            json!(["projects", "bench", "snapshots", "s1"])
+        );
+        assert_eq!(body["record"], json!({ "n": 5 }));
+    }
+
+    #[test]
+    fn supply_has_headroom_and_bounds() {
+        assert_eq!(supply(1000.0, Duration::from_secs(1), 1), 3000);
+        assert_eq!(supply(1000.0, Duration::from_secs(1), 16), 188);
+        assert_eq!(supply(0.0, Duration::from_secs(1), 16), MIN_PER_CLIENT);
+        assert_eq!(
+            supply(f64::MAX, Duration::from_secs(1), 1),
+            MAX_REQUESTS_PER_CLIENT
+        );
+    }
+
+    #[test]
+    fn signed_requests_verify_once() {
+        let addr: SocketAddr = "127.0.0.1:8094".parse().unwrap();
+        let root = SigningKey::from_bytes(&[1; 32]);
+        let path = ["projects".into(), PROJECT.into()];
+        let signer = Signer::new(
+            addr,
+            "lab",
+            &root,
+            SigningKey::from_bytes(&PUBLISHER_SEED),
+            &[GrantKind::Publish],
+            &path,
+        )
+        .unwrap();
+        let verifier = Verifier::new("lab", Principal::of(&root), signer.audience.clone());
+        let call = Call::publish("op", 0, 1);
+        let carriage = signer.carriage(&call).unwrap();
+        let facts = RequestFacts {
+            op: call.op,
+            params: &call.params,
+            body_digest: BodyDigest::of(&call.body),
+        };
+        let mut cache = MemoryReplayCache::new();
+        let now = now();
+        verifier
+            .check(&carriage, &facts, call.kind, &call.path, now, &mut cache)
+            .unwrap();
+        assert!(verifier
+            .check(&carriage, &facts, call.kind, &call.path, now, &mut cache)
+            .is_err());
+        let again = signer.carriage(&call).unwrap();
+        assert_ne!(again.proof.nonce, carriage.proof.nonce);
+        verifier
+            .check(&again, &facts, call.kind, &call.path, now, &mut cache)
+            .unwrap();
+        assert!(signer.carriage(&Call::entries(0)).is_err());
+    }
+}
