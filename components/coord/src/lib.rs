@@ -19,6 +19,7 @@ pub mod backend;
 pub mod blobs;
 pub mod cursor;
 pub mod facts;
+pub mod fuzzing;
 pub mod journal;
 pub mod layout;
 pub mod operational;
@@ -63,6 +64,7 @@ impl Guest for Coord {
     /// cannot yet (a split deployment starting in any order), the first
     /// request provisions it, and `healthz` reports the journal failing.
     fn prepare() -> Result<(), String> {
+        auth::record_start()?;
         let settings = Settings::load().map_err(|e| e.message())?;
         if let Err(e) = world::world(&settings) {
             log::emit(
