@@ -14,6 +14,9 @@
 //!    commit returned.
 //! 3. A transaction dropped, idle past [`IDLE_LIMIT`], or failed is aborted
 //!    alone; the rest of its group is unaffected.
+//! 5. A detached commit is answered as soon as its nested transaction is in
+//!    the group; its writes are durable only once the group commits (the
+//!    group commits whenever it holds one).
 //! 4. Read transactions are LMDB snapshots: they see only durable commits and
 //!    never block the writer.
 
@@ -90,7 +93,26 @@ enum Op {
     PutAll(Entries, Reply<()>),
     Delete(Vec<u8>, Reply<bool>),
     /// Writes, then the commit.
-    Commit(Entries, Reply<()>),
+    Commit(Entries, Durability, Reply<()>),
+}
+
+/// When a commit is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Durability {
+    /// Once the group holding it is durable.
+    Wait,
+    /// As soon as it joined the group.
+    Detached,
+}
+
+/// What serving one transaction left for the group.
+enum Served {
+    /// Aborted or failed: nothing of it is in the group.
+    Nothing,
+    /// In the group; the reply waits for the group's commit.
+    Waiting(Reply<()>),
+    /// In the group and already answered.
+    Detached,
 }
 
 /// One request's write transaction, as the writer receives it.
@@ -359,8 +381,17 @@ impl WriteTxn {
 
     /// Writes, then commits, in one exchange with the writer.
     pub async fn commit_with(&mut self, writes: TableWrites) -> Result<(), KvError> {
+        self.finish(writes, Durability::Wait).await
+    }
+
+    /// Writes, then commits without waiting for the group's durability.
+    pub async fn commit_detached(&mut self, writes: TableWrites) -> Result<(), KvError> {
+        self.finish(writes, Durability::Detached).await
+    }
+
+    async fn finish(&mut self, writes: TableWrites, durability: Durability) -> Result<(), KvError> {
         let outcome = match full_writes(writes) {
-            Ok(writes) => self.call(|r| Op::Commit(writes, r)).await,
+            Ok(writes) => self.call(|r| Op::Commit(writes, durability, r)).await,
             Err(e) => Err(e),
         };
         self.ops = None;
@@ -389,16 +420,22 @@ fn write_loop(env: &Env<WithoutTls>, queue: &sync_mpsc::Receiver<Job>, stats: &S
             }
         };
         let mut committed: Vec<Reply<()>> = Vec::new();
+        let mut members = 0;
         let mut next = Some(first);
         while let Some(job) = next.take() {
-            if let Some(reply) = serve(env, &mut group, job) {
-                committed.push(reply);
+            match serve(env, &mut group, job) {
+                Served::Nothing => {}
+                Served::Waiting(reply) => {
+                    committed.push(reply);
+                    members += 1;
+                }
+                Served::Detached => members += 1,
             }
-            if committed.len() < MAX_GROUP {
+            if members < MAX_GROUP {
                 next = queue.try_recv().ok();
             }
         }
-        let outcome = if committed.is_empty() {
+        let outcome = if members == 0 {
             group.abort();
             Ok(())
         } else {
@@ -407,7 +444,7 @@ fn write_loop(env: &Env<WithoutTls>, queue: &sync_mpsc::Receiver<Job>, stats: &S
                 stats.groups.fetch_add(1, Ordering::Relaxed);
                 stats
                     .transactions
-                    .fetch_add(committed.len() as u64, Ordering::Relaxed);
+                    .fetch_add(members as u64, Ordering::Relaxed);
             }
             outcome
         };
@@ -436,25 +473,25 @@ fn answer(op: Op, error: &KvError) {
         Op::Put(_, _, r) => drop(r.send(Err(error.clone()))),
         Op::PutAll(_, r) => drop(r.send(Err(error.clone()))),
         Op::Delete(_, r) => drop(r.send(Err(error.clone()))),
-        Op::Commit(_, r) => drop(r.send(Err(error.clone()))),
+        Op::Commit(_, _, r) => drop(r.send(Err(error.clone()))),
     }
 }
 
 /// Runs one transaction nested in `group`; returns its commit reply when it
 /// committed into the group.
-fn serve(env: &Env<WithoutTls>, group: &mut RwTxn<'_>, job: Job) -> Option<Reply<()>> {
+fn serve(env: &Env<WithoutTls>, group: &mut RwTxn<'_>, job: Job) -> Served {
     let mut txn = match env.nested_write_txn(group) {
         Ok(txn) => txn,
         Err(e) => {
             refuse(job, &storage(e));
-            return None;
+            return Served::Nothing;
         }
     };
     let db = job.db;
     loop {
         let Ok(op) = job.ops.recv_timeout(IDLE_LIMIT) else {
             // Dropped, aborted or idle: the nested transaction aborts.
-            return None;
+            return Served::Nothing;
         };
         match op {
             Op::Get(key, reply) => drop(reply.send(get(&txn, db, &key))),
@@ -477,20 +514,24 @@ fn serve(env: &Env<WithoutTls>, group: &mut RwTxn<'_>, job: Job) -> Option<Reply
                 drop(reply.send(outcome));
             }
             Op::Delete(key, reply) => drop(reply.send(db.delete(&mut txn, &key).map_err(storage))),
-            Op::Commit(writes, reply) => {
+            Op::Commit(writes, durability, reply) => {
                 let written = writes
                     .iter()
                     .try_for_each(|(key, value)| db.put(&mut txn, key, value));
                 if let Err(e) = written {
                     // The nested transaction aborts on drop.
                     let _ = reply.send(Err(storage(e)));
-                    return None;
+                    return Served::Nothing;
                 }
-                return match txn.commit() {
-                    Ok(()) => Some(reply),
-                    Err(e) => {
+                return match (txn.commit(), durability) {
+                    (Ok(()), Durability::Wait) => Served::Waiting(reply),
+                    (Ok(()), Durability::Detached) => {
+                        let _ = reply.send(Ok(()));
+                        Served::Detached
+                    }
+                    (Err(e), _) => {
                         let _ = reply.send(Err(storage(e)));
-                        None
+                        Served::Nothing
                     }
                 };
             }
@@ -540,6 +581,26 @@ mod tests {
             Some(b"1".to_vec())
         );
         assert_eq!(before.get("t", b"a").unwrap(), None);
+        assert_eq!(txn.get("t", b"a").await, Err(KvError::Finished));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_detached_commit_is_seen_at_once_and_becomes_durable() {
+        let (dir, ns) = open("detached");
+        let mut txn = ns.write().unwrap();
+        txn.commit_detached(vec![("t".to_string(), b"a".to_vec(), b"1".to_vec())])
+            .await
+            .unwrap();
+        // A later transaction sees it, in the same group or after it.
+        let mut later = ns.write().unwrap();
+        assert_eq!(later.get("t", b"a").await.unwrap(), Some(b"1".to_vec()));
+        later.commit().await.unwrap();
+        // Its group commits although nobody waits for it.
+        assert_eq!(
+            ns.read().unwrap().get("t", b"a").unwrap(),
+            Some(b"1".to_vec())
+        );
         assert_eq!(txn.get("t", b"a").await, Err(KvError::Finished));
         std::fs::remove_dir_all(dir).unwrap();
     }

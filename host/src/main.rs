@@ -212,6 +212,8 @@ async fn run(settings: Settings) -> Result<()> {
         );
         listeners.push((service, operations, management));
     }
+    // Every prepare has run; serving starts in a later clock second.
+    service::into_a_later_second().await;
     let ready = serde_json::Value::Object(ready);
     tracing::info!(%ready, "listening");
     if let Some(path) = &settings.ready_file {

@@ -112,6 +112,7 @@ impl Service {
         let digest: Arc<str> = prepared.digest.into();
         let identity =
             identify_and_prepare(&self.engine, &self.env, &prepared.pre, &digest).await?;
+        into_a_later_second().await;
         self.install(Loaded {
             pre: prepared.pre,
             digest: Arc::clone(&digest),
@@ -170,6 +171,22 @@ fn new_store(
         })
     });
     store
+}
+
+/// Waits until the wall clock is in a later second than now.
+///
+/// Invariant: a component never serves a request in the clock second its
+/// `prepare` ran in, so a component may refuse whatever is timestamped at
+/// or before the second it recorded in `prepare` without refusing anything
+/// a client signed after it started serving.
+pub async fn into_a_later_second() {
+    let since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let left = std::time::Duration::from_secs(1).saturating_sub(std::time::Duration::from_nanos(
+        since_epoch.subsec_nanos().into(),
+    ));
+    tokio::time::sleep(left + std::time::Duration::from_millis(1)).await;
 }
 
 /// Asks a freshly loaded component who it is, then lets it prepare its

@@ -20,9 +20,23 @@ const RETIRED: &str = "retired";
 /// shrinks back after a burst.
 const PRUNE_PER_INSERT: u32 = 4;
 
-/// The persistent replay cache: one durable write transaction per check.
+/// The start of this instance's service: proofs timestamped at or before
+/// it are refused (see [`StoredReplayCache`]).
+const BOOT: (&str, &[u8]) = ("boot", b"started-at");
+
+/// The persistent replay cache.
+///
+/// Invariant: no (principal, nonce) pair is accepted twice, across
+/// restarts too. A pair whose proof is timestamped at or before the
+/// service's clock is remembered with a detached commit (no wait for the
+/// disk): a crash may lose it, but every pair a crash can lose has a
+/// timestamp at or before the crash, and after a restart proofs
+/// timestamped at or before the restart ([`record_start`]) are refused. A
+/// proof from the future (a client clock ahead) is remembered durably
+/// before it is accepted, since the restart rule does not cover it.
 struct StoredReplayCache {
     now: u64,
+    started_at: u64,
 }
 
 impl ReplayCache for StoredReplayCache {
@@ -35,6 +49,11 @@ impl ReplayCache for StoredReplayCache {
         expires_at: u64,
     ) -> Result<bool, String> {
         let fail = |e: kv::KvError| format!("replay cache: {e:?}");
+        let timestamp = expires_at.saturating_sub(lab_coord_auth::REPLAY_RETENTION_SECONDS);
+        if timestamp <= self.started_at {
+            // Signed before this start: its pair may have been lost.
+            return Ok(false);
+        }
         let mut pair = principal.as_bytes().to_vec();
         pair.push(0);
         pair.extend_from_slice(nonce.as_bytes());
@@ -60,7 +79,7 @@ impl ReplayCache for StoredReplayCache {
         }
         let mut by_expiry = expires_at.to_be_bytes().to_vec();
         by_expiry.extend_from_slice(&pair);
-        txn.commit_with(&[
+        let writes = [
             kv::TableWrite {
                 table: PAIRS.into(),
                 key: pair,
@@ -71,8 +90,12 @@ impl ReplayCache for StoredReplayCache {
                 key: by_expiry,
                 value: Vec::new(),
             },
-        ])
-        .map_err(fail)?;
+        ];
+        if timestamp <= self.now {
+            txn.commit_detached(&writes).map_err(fail)?;
+        } else {
+            txn.commit_with(&writes).map_err(fail)?;
+        }
         Ok(true)
     }
 }
@@ -96,6 +119,28 @@ pub fn carriage(header: Option<&[u8]>) -> Result<Carriage, Refusal> {
     Carriage::from_header(header).map_err(|why| Refusal::Unverified(why.to_string()))
 }
 
+/// Records, durably, that the service starts now: proofs timestamped at
+/// or before this second are refused from now on. Called by `prepare`.
+pub fn record_start() -> Result<(), String> {
+    let txn = kv::begin_write().map_err(|e| format!("store: {e:?}"))?;
+    txn.commit_with(&[kv::TableWrite {
+        table: BOOT.0.into(),
+        key: BOOT.1.to_vec(),
+        value: now().to_be_bytes().to_vec(),
+    }])
+    .map_err(|e| format!("store: {e:?}"))
+}
+
+fn started_at() -> Result<u64, Refusal> {
+    let stored = kv::begin_read()
+        .and_then(|txn| txn.get(BOOT.0, BOOT.1))
+        .map_err(|e| Refusal::Unavailable(format!("store: {e:?}")))?;
+    let bytes: [u8; 8] = stored
+        .and_then(|b| b.try_into().ok())
+        .ok_or_else(|| Refusal::Unavailable("the service's start is not recorded".into()))?;
+    Ok(u64::from_be_bytes(bytes))
+}
+
 /// Steps 1 to 4: the authenticated principal.
 pub fn authenticate(
     settings: &Settings,
@@ -103,9 +148,13 @@ pub fn authenticate(
     request: &RequestFacts<'_>,
 ) -> Result<Principal, Refusal> {
     let now = now();
+    let mut cache = StoredReplayCache {
+        now,
+        started_at: started_at()?,
+    };
     settings
         .verifier()
-        .authenticate(carriage, request, now, &mut StoredReplayCache { now })
+        .authenticate(carriage, request, now, &mut cache)
         .map_err(refusal)
 }
 

@@ -190,6 +190,22 @@ impl kv::HostWriteTxn for RequestState {
         Ok(txn.commit_with(writes).await.map_err(wit_error))
     }
 
+    async fn commit_detached(
+        &mut self,
+        this: Resource<WriteTxn>,
+        writes: Vec<kv::TableWrite>,
+    ) -> Result<Result<(), kv::KvError>> {
+        if !self.close_write(&this)? {
+            return Ok(Err(kv::KvError::Finished));
+        }
+        let txn = self.table.get_mut(&this)?;
+        let writes = writes
+            .into_iter()
+            .map(|w| (w.table, w.key, w.value))
+            .collect();
+        Ok(txn.commit_detached(writes).await.map_err(wit_error))
+    }
+
     async fn abort(&mut self, this: Resource<WriteTxn>) -> Result<()> {
         if self.close_write(&this)? {
             self.table.get_mut(&this)?.abort();
