@@ -542,9 +542,16 @@ fn the_authentication_matrix() {
     let header = coord.header(&reader, &req, now(), &nonce());
     assert_eq!(coord.send_with_header(&req, Some(&header)).status, 200);
     unverified(coord.send_with_header(&req, Some(&header)));
+    // A proof from a clock ahead is remembered durably before it is
+    // accepted: only the cache can refuse it after a restart.
+    let ahead = coord.header(&reader, &req, now() + 120, &nonce());
+    assert_eq!(coord.send_with_header(&req, Some(&ahead)).status, 200);
     let labd = labd.kill_and_restart();
     let coord = Coord::new(&labd);
     unverified(coord.send_with_header(&req, Some(&header)));
+    unverified(coord.send_with_header(&req, Some(&ahead)));
+    // A proof signed now, after the restart, is fresh.
+    assert_eq!(coord.send(&reader, &req).status, 200);
 
     // Body changed after signing.
     let body = publish_body("op-1", "projects/alpha/snapshots/s", json!({"x": 1}));
