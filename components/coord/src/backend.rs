@@ -93,12 +93,17 @@ pub fn call_json(
     if (200..300).contains(&response.status) {
         return Ok((response.status, json));
     }
-    Err(CallError::Refused(Refused {
-        status: response.status,
-        code: json["error"].as_str().unwrap_or("internal").to_string(),
-        message: json["message"].as_str().unwrap_or_default().to_string(),
-        details: json.get("details").cloned().unwrap_or(Value::Null),
-    }))
+    Err(refused(response.status, &json))
+}
+
+/// The refusal an error envelope carries.
+fn refused(status: u16, envelope: &Value) -> CallError {
+    CallError::Refused(Refused {
+        status,
+        code: envelope["error"].as_str().unwrap_or("internal").to_string(),
+        message: envelope["message"].as_str().unwrap_or_default().to_string(),
+        details: envelope.get("details").cloned().unwrap_or(Value::Null),
+    })
 }
 
 /// A streamed answer: status, headers and the body left in the host.
@@ -140,12 +145,7 @@ impl Streamed {
             Err(e) => return e,
         };
         let json: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-        CallError::Refused(Refused {
-            status: self.status,
-            code: json["error"].as_str().unwrap_or("internal").to_string(),
-            message: json["message"].as_str().unwrap_or_default().to_string(),
-            details: json.get("details").cloned().unwrap_or(Value::Null),
-        })
+        refused(self.status, &json)
     }
 }
 

@@ -1,7 +1,7 @@
 //! Strict decoding of request bodies (request rule 3) and the checks that
 //! need no journal (rule 9: before the proof is verified).
 
-use crate::facts::{Artifact, EntryRef, Hash};
+use crate::facts::{self, Artifact, EntryRef, Hash};
 use crate::layout;
 use crate::params::{self, Query, MAX_POSITION};
 use crate::refusal::Refusal;
@@ -98,7 +98,7 @@ pub struct CreateProjectRequest {
 pub fn decode(op: &Operation, query: &Query, body: &[u8]) -> Result<Decoded, Refusal> {
     match op.name {
         "resolve" | "children" | "entries" | "get" | "fetch" | "retain" | "snapshot" | "export" => {
-            check_query(op, query)?;
+            check_query(query)?;
             Ok(Decoded::Query)
         }
         "publish" => object(body).and_then(publish).map(Decoded::Publish),
@@ -123,9 +123,9 @@ pub fn decode(op: &Operation, query: &Query, body: &[u8]) -> Result<Decoded, Ref
 }
 
 /// Grammar of the string parameters.
-fn check_query(op: &Operation, query: &Query) -> Result<(), Refusal> {
+fn check_query(query: &Query) -> Result<(), Refusal> {
     if let Some(root) = query.string("root_id") {
-        if !is_id(root, "rt_") {
+        if !facts::is_root_id(root) {
             return Err(Refusal::invalid(
                 "root_id",
                 "`root_id` is `rt_` and 32 lowercase hex digits",
@@ -133,7 +133,7 @@ fn check_query(op: &Operation, query: &Query) -> Result<(), Refusal> {
         }
     }
     if let Some(space) = query.string("space_id") {
-        if !is_id(space, "spc_") {
+        if !facts::is_space_id(space) {
             return Err(Refusal::invalid(
                 "space_id",
                 "`space_id` is `spc_` and 32 lowercase hex digits",
@@ -150,17 +150,7 @@ fn check_query(op: &Operation, query: &Query) -> Result<(), Refusal> {
             }
         }
     }
-    let _ = op;
     Ok(())
-}
-
-fn is_id(text: &str, prefix: &str) -> bool {
-    text.strip_prefix(prefix).is_some_and(|hex| {
-        hex.len() == 32
-            && hex
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-    })
 }
 
 fn object(body: &[u8]) -> Result<Object, Refusal> {
