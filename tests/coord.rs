@@ -1429,3 +1429,101 @@ fn an_unreachable_journal_is_unavailable_never_absent() {
         .send(&admin, &Req::read("children", "children"))
         .assert_error(503, "unavailable");
 }
+
+const ECHO_TOOL: &str = r#"{"name": "echo", "version": "1.0.0", "class": "transform",
+  "inputs": [{"role": "source", "required": true}], "outputs": [{"role": "result"}],
+  "effects": [], "deterministic": true, "egress": [], "configuration": {"repeat": 2}}"#;
+
+#[test]
+fn configured_tool_releases_are_artifact_spaces() {
+    let dir = support::temp_dir("coord-tool-files");
+    let description = dir.join("echo.json");
+    std::fs::write(&description, ECHO_TOOL).unwrap();
+    let component = support::built_component("probe");
+    let tool = format!("{}={}", description.display(), component.display());
+    let labd = Labd::start("coord-tools", &["--coord-tool", &tool]);
+    let coord = Coord::new(&labd);
+    let admin = coord.admin();
+    let releases = coord.ok(
+        &admin,
+        &Req::read("children", "children").path("tools/echo/releases"),
+        200,
+    );
+    let releases = releases["children"].as_array().unwrap().clone();
+    assert_eq!(releases.len(), 1);
+    let label = releases[0]["key"].as_str().unwrap().to_string();
+    let release_path = format!("tools/echo/releases/{label}");
+    let entries = entries_of(&coord, &admin, &release_path);
+    assert_eq!(entries.len(), 2, "the content, then the declarations child");
+    let artifact = &entries[0]["content"]["artifact"];
+    assert_eq!(artifact["bytes"], label);
+    let descriptor = br#"{"profile":"coord/tool-release/1","purpose":"coord.record-profile.v1"}"#;
+    assert_eq!(artifact["type"], support::name_of(descriptor));
+    assert_eq!(entries[1]["child"]["key"], "declarations");
+    // The content is the description with its executable.
+    let fetch = Req::read("fetch", "fetch")
+        .path(&release_path)
+        .string("bytes", &label);
+    let content: Value = serde_json::from_slice(&coord.send(&admin, &fetch).body).unwrap();
+    let wasm = std::fs::read(&component).unwrap();
+    assert_eq!(
+        content["executable"]["service_binary"],
+        support::name_of(&wasm)
+    );
+    assert_eq!(
+        content["executable"]["configuration"],
+        json!({ "repeat": 2 })
+    );
+    assert_eq!(
+        content["inputs"],
+        json!([{ "role": "source", "required": true }])
+    );
+    // The component itself is retained.
+    assert_eq!(labd.bytes().stat(&[&support::name_of(&wasm)]).len(), 1);
+    // A restart provisions nothing twice.
+    let labd = labd.kill_and_restart();
+    let coord = Coord::new(&labd);
+    assert_eq!(entries_of(&coord, &admin, &release_path).len(), 2);
+    let again = coord.ok(
+        &admin,
+        &Req::read("children", "children").path("tools/echo/releases"),
+        200,
+    );
+    assert_eq!(again["children"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn a_malformed_tool_description_stops_the_start() {
+    let dir = support::temp_dir("coord-bad-tool");
+    let description = dir.join("bad.json");
+    std::fs::write(&description, ECHO_TOOL.replace("\"class\"", "\"klass\"")).unwrap();
+    let component = support::built_component("probe");
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_labd"))
+        .arg("--data-dir")
+        .arg(dir.join("state"))
+        .args([
+            "--bytes-listen",
+            "127.0.0.1:0",
+            "--bytes-management-listen",
+            "127.0.0.1:0",
+        ])
+        .args([
+            "--journal-listen",
+            "127.0.0.1:0",
+            "--journal-management-listen",
+            "127.0.0.1:0",
+        ])
+        .args([
+            "--coord-listen",
+            "127.0.0.1:0",
+            "--coord-management-listen",
+            "127.0.0.1:0",
+        ])
+        .args(["--log", "error", "--coord-tool"])
+        .arg(format!("{}={}", description.display(), component.display()))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(!status.success());
+}

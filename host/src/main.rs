@@ -127,7 +127,10 @@ async fn run(settings: Settings) -> Result<()> {
         .collect();
     let names: Vec<&str> = plans.iter().map(|p| p.name).collect();
     let coord = if names.contains(&"coord") {
-        Some(coord::CoordSettings::resolve(&settings).context("the coordination keys")?)
+        Some(
+            coord::CoordSettings::resolve(&settings, &blobs)
+                .context("the coordination service's settings")?,
+        )
     } else {
         None
     };

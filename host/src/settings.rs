@@ -91,6 +91,14 @@ pub struct Settings {
     #[arg(long, env = "LAB_COORD_AUDIENCE")]
     pub coord_audience: Option<String>,
 
+    /// A tool release the coordination service offers, as
+    /// `DESCRIPTION=COMPONENT`: the path of the tool's JSON description
+    /// (UTF-8, at most 1 MiB) and the path of its WebAssembly component,
+    /// which is kept in the blob store. Repeatable, or comma-separated in
+    /// the variable.
+    #[arg(long = "coord-tool", env = "LAB_COORD_TOOLS", value_delimiter = ',')]
+    pub coord_tools: Vec<String>,
+
     /// The services this labd hosts (comma-separated). They start in the
     /// order bytes, journal, coord: each may call the ones before it (and
     /// every `--remote`) while it prepares.

@@ -7,6 +7,7 @@
 //! - [`auth`]: verification with the persistent replay cache.
 //! - [`world`]: settings and the provisioned world.
 //! - [`layout`]: positions of the world layout and label grammar.
+//! - [`tools`]: configured tool releases and their artifact spaces.
 //! - [`facts`]: the `coord-facts-v2` fact profile.
 //! - [`backend`], [`journal`], [`blobs`]: the services underneath.
 //! - [`request`]: the strict body decoders.
@@ -28,6 +29,7 @@ pub mod params;
 pub mod refusal;
 pub mod request;
 pub mod table;
+pub mod tools;
 pub mod world;
 
 use lab_coord_auth::{Authorization, BodyDigest, Carriage, GrantKind, Principal, RequestFacts};
@@ -66,6 +68,10 @@ impl Guest for Coord {
     fn prepare() -> Result<(), String> {
         auth::record_start()?;
         let settings = Settings::load().map_err(|e| e.message())?;
+        // A malformed tool configuration stops the start; an unreachable
+        // journal does not.
+        let tools = lab_guest::lab::platform::config::get("tools").unwrap_or_else(|| "[]".into());
+        tools::configured(&tools).map_err(|e| e.message())?;
         if let Err(e) = world::world(&settings) {
             log::emit(
                 log::Level::Warn,

@@ -64,6 +64,8 @@ pub struct World {
     pub root_id: String,
     pub instance_id: String,
     pub world: Space,
+    /// SHA-256 (hex) of the `tools` setting whose releases are provisioned.
+    pub tools: String,
 }
 
 impl World {
@@ -107,6 +109,7 @@ impl World {
             "root_id": self.root_id,
             "instance_id": self.instance_id,
             "world": { "root_id": self.world.root_id, "space_id": self.world.space_id, "path": self.world.path },
+            "tools": self.tools,
         })
     }
 
@@ -116,6 +119,7 @@ impl World {
             root_id: value["root_id"].as_str()?.to_string(),
             instance_id: value["instance_id"].as_str()?.to_string(),
             world: Space::from_json(&value["world"]).ok()?,
+            tools: value["tools"].as_str().unwrap_or_default().to_string(),
         })
     }
 }
@@ -149,25 +153,41 @@ pub fn ensure_child(
 }
 
 /// The provisioned world: read from the store, or provisioned now (every
-/// step idempotent, so an interrupted setup resumes where it stopped).
+/// step idempotent, so an interrupted setup resumes where it stopped),
+/// with the configured tool releases (provisioned again whenever the
+/// `tools` setting changes).
 pub fn world(settings: &Settings) -> Result<World, Refusal> {
+    let tools = config::get("tools").unwrap_or_else(|| "[]".into());
+    let tools_digest = hex::encode(Sha256::digest(tools.as_bytes()));
     let stored = kv::begin_read()
         .and_then(|txn| txn.get(TABLE, LAYOUT_KEY))
         .map_err(|e| Refusal::Unavailable(format!("store: {e:?}")))?;
-    if let Some(bytes) = stored {
-        let value: Value = serde_json::from_slice(&bytes)
-            .map_err(|_| Refusal::Internal("the stored world layout is unreadable".into()))?;
-        let world = World::from_json(&value)
-            .ok_or_else(|| Refusal::Internal("the stored world layout is unreadable".into()))?;
-        if world.name == settings.world {
-            return Ok(world);
+    let stored = match stored {
+        None => None,
+        Some(bytes) => {
+            let world = serde_json::from_slice(&bytes)
+                .ok()
+                .and_then(|value: Value| World::from_json(&value))
+                .ok_or_else(|| Refusal::Internal("the stored world layout is unreadable".into()))?;
+            if world.name != settings.world {
+                return Err(Refusal::Internal(format!(
+                    "this data directory serves world `{}`, not `{}`",
+                    world.name, settings.world
+                )));
+            }
+            if world.tools == tools_digest {
+                return Ok(world);
+            }
+            Some(world)
         }
-        return Err(Refusal::Internal(format!(
-            "this data directory serves world `{}`, not `{}`",
-            world.name, settings.world
-        )));
-    }
-    let world = provision(settings).map_err(|e| e.into_refusal("journal"))?;
+    };
+    let releases = crate::tools::configured(&tools)?;
+    let mut world = match stored {
+        Some(world) => world,
+        None => provision(settings).map_err(|e| e.into_refusal("journal"))?,
+    };
+    crate::tools::provision(&world, &releases)?;
+    world.tools = tools_digest;
     let txn = kv::begin_write().map_err(|e| Refusal::Unavailable(format!("store: {e:?}")))?;
     let bytes = serde_json::to_vec(&world.to_json()).expect("JSON serializes");
     txn.commit_with(&[kv::TableWrite {
@@ -197,5 +217,6 @@ fn provision(settings: &Settings) -> Result<World, CallError> {
         root_id,
         instance_id,
         world,
+        tools: String::new(),
     })
 }

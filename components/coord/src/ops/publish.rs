@@ -204,18 +204,25 @@ pub fn profile_descriptor(profile: &str) -> Vec<u8> {
     canonical_json(&json!({ "purpose": "coord.record-profile.v1", "profile": profile }))
 }
 
-/// Retains the profile's descriptor beside the payloads, once: the store
-/// remembers which descriptors are retained.
-fn retain_descriptor(profile: &str) -> Result<(), Refusal> {
+/// Retains the profile's descriptor beside the payloads, once (the store
+/// remembers which descriptors are retained); returns its hash.
+pub fn retain_descriptor(profile: &str) -> Result<Hash, Refusal> {
     const TABLE: &str = "descriptors";
     let fail = |e: kv::KvError| Refusal::Unavailable(format!("store: {e:?}"));
     let known = kv::begin_read()
         .and_then(|txn| txn.get(TABLE, profile.as_bytes()))
         .map_err(fail)?;
+    let descriptor = profile_descriptor(profile);
+    let hash = Hash::of(&descriptor);
     if known.is_some() {
-        return Ok(());
+        return Ok(hash);
     }
-    let retained = blobs::put(profile_descriptor(profile)).map_err(|e| e.into_refusal("bytes"))?;
+    let retained = blobs::put(descriptor).map_err(|e| e.into_refusal("bytes"))?;
+    if retained.name != hash.to_string() {
+        return Err(Refusal::Unavailable(
+            "the bytes service named a descriptor oddly".into(),
+        ));
+    }
     kv::begin_write()
         .and_then(|txn| {
             txn.commit_with(&[kv::TableWrite {
@@ -224,7 +231,8 @@ fn retain_descriptor(profile: &str) -> Result<(), Refusal> {
                 value: retained.name.into_bytes(),
             }])
         })
-        .map_err(fail)
+        .map_err(fail)?;
+    Ok(hash)
 }
 
 /// The leaf at `path`, created under its existing parent when absent.
