@@ -1318,6 +1318,40 @@ fn read_selectors_cursors_and_preconditions_are_checked() {
     coord
         .send(&admin, &children)
         .assert_error(400, "invalid_cursor");
+    // A continuation resends its first page's `through`; another is invalid.
+    let first = coord.ok(
+        &admin,
+        &Req::read("children", "children")
+            .path("projects/alpha")
+            .int("limit", 2),
+        200,
+    );
+    let cursor = first["next_cursor"].as_str().unwrap();
+    let through = first["through"].as_i64().unwrap();
+    let next = Req::read("children", "children")
+        .path("projects/alpha")
+        .string("cursor", cursor);
+    coord.ok(&admin, &next.clone().int("through", through), 200);
+    let disagreeing = next.int("through", through - 1);
+    coord
+        .send(&admin, &disagreeing)
+        .assert_error(400, "invalid");
+    // retain takes raw bytes only.
+    let mut json_retain = Req {
+        op: "retain",
+        method: "PUT",
+        route: "retain",
+        params: Vec::new(),
+        body: b"x".to_vec(),
+        content_type: Some("application/json"),
+    }
+    .path("projects/alpha")
+    .string("type", &support::name_of(b"x"));
+    coord
+        .send(&admin, &json_retain)
+        .assert_error(400, "invalid");
+    json_retain.content_type = None;
+    coord.ok(&admin, &json_retain, 200);
     // A stale precondition on a provisioning record.
     let campaign = json!({ "operation_id": "c-1", "label": "survey", "project": "alpha" });
     coord.ok(
