@@ -2,7 +2,7 @@
 //! start (and at hot swap), never per request.
 
 use crate::bindings::{
-    blobs, body, clock, config, ids, kv, log, runtime, services, types, ServicePre,
+    blobs, body, clock, config, crypto, ids, kv, log, runtime, services, types, ServicePre,
 };
 use crate::capabilities::RequestState;
 use sha2::{Digest, Sha256};
@@ -74,6 +74,7 @@ pub fn linker(engine: &Engine) -> Result<Linker<RequestState>> {
     log::add_to_linker::<_, Own>(&mut linker, |s| s)?;
     runtime::add_to_linker::<_, Own>(&mut linker, |s| s)?;
     config::add_to_linker::<_, Own>(&mut linker, |s| s)?;
+    crypto::add_to_linker::<_, Own>(&mut linker, |s| s)?;
     services::add_to_linker::<_, Own>(&mut linker, |s| s)?;
     Ok(linker)
 }

@@ -15,7 +15,7 @@ use lab_strict_json::{Json, Object};
 use serde_json::{json, Value};
 
 use crate::error::{RecordError, SignError, Unverified};
-use crate::keys::{self, Principal};
+use crate::keys::{self, Principal, SignatureCheck, SignatureOutcome};
 use crate::record::{canonical_json, sha256_text, MAX_SAFE_INTEGER};
 
 /// The `purpose` member of every grant's signing bytes.
@@ -129,8 +129,18 @@ impl Grant {
     /// Whether the signature verifies strictly under the issuer over the
     /// signing bytes for `world` and `derives_from`.
     pub fn signature_verifies(&self, world: &str, derives_from: Option<&str>) -> bool {
+        self.signature_verifies_with(world, derives_from, keys::check_strict)
+    }
+
+    /// [`Grant::signature_verifies`] with the given strict check.
+    pub fn signature_verifies_with(
+        &self,
+        world: &str,
+        derives_from: Option<&str>,
+        check: SignatureCheck,
+    ) -> bool {
         match self.signing_bytes(world, derives_from) {
-            Ok(bytes) => keys::verify(&self.issuer, &bytes, &self.signature),
+            Ok(bytes) => check(&self.issuer, &bytes, &self.signature) == SignatureOutcome::Valid,
             Err(_) => false,
         }
     }
@@ -326,6 +336,17 @@ pub fn issue_grant_unchecked(
 /// once valid is never revisited, so cycles and long chains end. Each
 /// (child, parent) pair costs at most one signature check.
 pub fn valid_grants(grants: &[Grant], world: &str, root: &Principal, now: u64) -> Vec<bool> {
+    valid_grants_with(grants, world, root, now, keys::check_strict)
+}
+
+/// [`valid_grants`] with the given strict signature check.
+pub fn valid_grants_with(
+    grants: &[Grant],
+    world: &str,
+    root: &Principal,
+    now: u64,
+    check: SignatureCheck,
+) -> Vec<bool> {
     let digests: Vec<String> = grants.iter().map(Grant::digest).collect();
     let unexpired: Vec<bool> = grants.iter().map(|g| now < g.valid_until).collect();
     let mut valid = vec![false; grants.len()];
@@ -335,7 +356,10 @@ pub fn valid_grants(grants: &[Grant], world: &str, root: &Principal, now: u64) -
 
     let mut frontier: Vec<usize> = Vec::new();
     for (i, grant) in grants.iter().enumerate() {
-        if unexpired[i] && grant.issuer == *root && grant.signature_verifies(world, None) {
+        if unexpired[i]
+            && grant.issuer == *root
+            && grant.signature_verifies_with(world, None, check)
+        {
             valid[i] = true;
             frontier.push(i);
         }
@@ -354,7 +378,7 @@ pub fn valid_grants(grants: &[Grant], world: &str, root: &Principal, now: u64) -
                     continue;
                 }
                 tried[child][parent] = true;
-                if grant.signature_verifies(world, Some(&digests[parent])) {
+                if grant.signature_verifies_with(world, Some(&digests[parent]), check) {
                     valid[child] = true;
                     next.push(child);
                     break;

@@ -70,15 +70,36 @@ pub(crate) fn sign(key: &SigningKey, message: &[u8]) -> [u8; 64] {
     key.sign(message).to_bytes()
 }
 
-/// Whether `signature` verifies strictly (`verify_strict`: canonical `S`,
-/// `R` and the key not of small order) over `message` under `principal`,
-/// which must be an admissible key.
-pub(crate) fn verify(principal: &Principal, message: &[u8], signature: &[u8; 64]) -> bool {
+/// What a strict Ed25519 check found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SignatureOutcome {
+    Valid,
+    /// The principal's bytes are not an admissible key
+    /// ([`Principal::verifying_key`]).
+    KeyNotAdmissible,
+    /// The signature does not verify strictly over the message.
+    BadSignature,
+}
+
+/// A strict Ed25519 check of `signature` over `message` by `principal`.
+/// [`check_strict`] is the library's own; a caller may supply another one
+/// with exactly its rules (a host's native code, say) through
+/// [`Verifier::with_signature_check`](crate::Verifier::with_signature_check).
+pub type SignatureCheck = fn(&Principal, &[u8], &[u8; 64]) -> SignatureOutcome;
+
+/// The strict rules: an admissible key (canonical encoding, not of small
+/// order), then `verify_strict` (canonical `S`, `R` not of small order).
+pub fn check_strict(
+    principal: &Principal,
+    message: &[u8],
+    signature: &[u8; 64],
+) -> SignatureOutcome {
     match principal.verifying_key() {
-        Some(key) => key
-            .verify_strict(message, &Signature::from_bytes(signature))
-            .is_ok(),
-        None => false,
+        None => SignatureOutcome::KeyNotAdmissible,
+        Some(key) => match key.verify_strict(message, &Signature::from_bytes(signature)) {
+            Ok(()) => SignatureOutcome::Valid,
+            Err(_) => SignatureOutcome::BadSignature,
+        },
     }
 }
 

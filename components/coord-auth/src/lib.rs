@@ -34,10 +34,10 @@ pub mod verify;
 pub use crate::carriage::{is_valid_nonce, Carriage, Proof, HEADER, MAX_GRANTS};
 pub use crate::error::{AuthError, RecordError, SignError, Unverified};
 pub use crate::grants::{
-    grant_signing_bytes, issue_grant, issue_grant_unchecked, valid_grants, Grant, GrantFields,
-    GrantKind, GRANT_PURPOSE, MAX_CHAIN_DEPTH,
+    grant_signing_bytes, issue_grant, issue_grant_unchecked, valid_grants, valid_grants_with,
+    Grant, GrantFields, GrantKind, GRANT_PURPOSE, MAX_CHAIN_DEPTH,
 };
-pub use crate::keys::Principal;
+pub use crate::keys::{check_strict, Principal, SignatureCheck, SignatureOutcome};
 pub use crate::record::{
     canonical_json, signing_record, BodyDigest, ParamValue, Params, RequestFacts,
 };

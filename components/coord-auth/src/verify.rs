@@ -16,8 +16,8 @@ use ed25519_dalek::SigningKey;
 
 use crate::carriage::{is_valid_nonce, Carriage, Proof};
 use crate::error::{AuthError, SignError, Unverified};
-use crate::grants::{is_prefix, valid_grants, GrantKind};
-use crate::keys::{self, Principal};
+use crate::grants::{is_prefix, valid_grants_with, GrantKind};
+use crate::keys::{self, Principal, SignatureCheck, SignatureOutcome};
 use crate::record::{signing_record, BodyDigest, Params, RequestFacts};
 
 /// A proof is fresh while `|now - timestamp|` is at most this many seconds.
@@ -105,6 +105,7 @@ pub struct Verifier {
     world: String,
     root: Principal,
     audience: String,
+    check: SignatureCheck,
 }
 
 impl Verifier {
@@ -115,7 +116,16 @@ impl Verifier {
             world: world.into(),
             root,
             audience: audience.into(),
+            check: keys::check_strict,
         }
+    }
+
+    /// The same verifier with another strict Ed25519 check: one that
+    /// follows [`keys::check_strict`]'s rules exactly (a host's native
+    /// implementation, for speed inside a WebAssembly guest).
+    pub fn with_signature_check(mut self, check: SignatureCheck) -> Verifier {
+        self.check = check;
+        self
     }
 
     pub fn world(&self) -> &str {
@@ -140,11 +150,8 @@ impl Verifier {
         cache: &mut C,
     ) -> Result<Principal, AuthError<C::Error>> {
         let proof = &carriage.proof;
-        // 1. Possession: an admissible key, and (with 2) a strict signature.
-        if proof.principal.verifying_key().is_none() {
-            return Err(Unverified::KeyNotAdmissible.into());
-        }
-        // 2. The record rebuilt from what arrived.
+        // 1 and 2. Possession: an admissible key and a strict signature
+        // over the record rebuilt from what arrived.
         let record = signing_record(
             request,
             &proof.principal,
@@ -153,8 +160,10 @@ impl Verifier {
             &proof.audience,
         )
         .map_err(Unverified::Record)?;
-        if !keys::verify(&proof.principal, &record, &proof.signature) {
-            return Err(Unverified::BadSignature.into());
+        match (self.check)(&proof.principal, &record, &proof.signature) {
+            SignatureOutcome::Valid => {}
+            SignatureOutcome::KeyNotAdmissible => return Err(Unverified::KeyNotAdmissible.into()),
+            SignatureOutcome::BadSignature => return Err(Unverified::BadSignature.into()),
         }
         // 3. Freshness, then replay.
         if now > proof.timestamp.saturating_add(FRESHNESS_SECONDS) {
@@ -199,7 +208,7 @@ impl Verifier {
         path: &[String],
         now: u64,
     ) -> Result<Authorization, AuthError<E>> {
-        let valid = valid_grants(&carriage.grants, &self.world, &self.root, now);
+        let valid = valid_grants_with(&carriage.grants, &self.world, &self.root, now, self.check);
         carriage
             .grants
             .iter()

@@ -159,6 +159,9 @@ fn describe(text: &str, component: &Hash) -> Result<Release, Refusal> {
 /// Ensures every configured release's artifact space, with its content fact
 /// and its `declarations` child. Every step is idempotent.
 pub fn provision(world: &World, releases: &[Release]) -> Result<(), Refusal> {
+    if releases.is_empty() {
+        return Ok(());
+    }
     let journal_error = |e: crate::backend::CallError| e.into_refusal("journal");
     let tools = world
         .resolve(&["tools".to_string()])?

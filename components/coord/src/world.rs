@@ -6,8 +6,8 @@ use crate::backend::CallError;
 use crate::journal::{self, Space};
 use crate::layout::WORLD_ORGANIZERS;
 use crate::refusal::Refusal;
-use lab_coord_auth::{Principal, SigningKey, Verifier};
-use lab_guest::lab::platform::{config, kv};
+use lab_coord_auth::{Principal, SignatureOutcome, SigningKey, Verifier};
+use lab_guest::lab::platform::{config, crypto, kv};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
@@ -52,8 +52,21 @@ impl Settings {
         })
     }
 
+    /// The verifier of this world, checking signatures in the host's
+    /// native code.
     pub fn verifier(&self) -> Verifier {
         Verifier::new(self.world.clone(), self.root, self.audience.clone())
+            .with_signature_check(native_check)
+    }
+}
+
+/// [`lab_coord_auth::check_strict`], run by the host.
+fn native_check(principal: &Principal, message: &[u8], signature: &[u8; 64]) -> SignatureOutcome {
+    use crypto::Ed25519Outcome as O;
+    match crypto::verify_ed25519_strict(principal.as_bytes(), message, signature) {
+        O::Valid => SignatureOutcome::Valid,
+        O::KeyNotAdmissible => SignatureOutcome::KeyNotAdmissible,
+        O::BadSignature => SignatureOutcome::BadSignature,
     }
 }
 

@@ -7,6 +7,7 @@
 mod blobs;
 mod body;
 mod config;
+mod crypto;
 mod kv;
 mod services;
 
