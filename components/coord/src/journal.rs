@@ -209,27 +209,33 @@ pub fn children(
     post("children", body).map(|(_, page)| page)
 }
 
-/// Every entry of (0, through] that `filter` selects, through every page.
-/// An incomplete search is an error, never an absence.
+/// Every entry of (0, through] that `filter` selects, through every page,
+/// and the `through` they were read at: the given one, or the cutoff the
+/// first page captured. An incomplete search is an error, never an absence.
 pub fn read_all_matching(
     space: &Space,
-    through: u64,
+    through: Option<u64>,
     filter: Value,
-) -> Result<Vec<Value>, CallError> {
+) -> Result<(u64, Vec<Value>), CallError> {
     let mut found = Vec::new();
     let mut after = 0;
-    while after < through {
-        let page = read(space, after, Some(through), 128, Some(filter.clone()))?;
+    let mut through = through;
+    loop {
+        let page = read(space, after, through, 128, Some(filter.clone()))?;
+        let pinned = page["through"]
+            .as_u64()
+            .ok_or_else(|| CallError::Unavailable("a read page lacks `through`".into()))?;
+        through = Some(pinned);
         if let Some(entries) = page["entries"].as_array() {
             found.extend(entries.iter().cloned());
         }
         match page["next_after"].as_u64() {
-            Some(next) if next > after => after = next,
+            Some(next) if next > after && next < pinned => after = next,
+            Some(next) if next > after => return Ok((pinned, found)),
             Some(_) => return Err(CallError::Unavailable("a read page did not advance".into())),
-            None => break,
+            None => return Ok((pinned, found)),
         }
     }
-    Ok(found)
 }
 
 /// A snapshot manifest of `space` and its descendants within `max_depth`

@@ -118,14 +118,10 @@ pub fn fetch(call: &mut Call<'_>) -> Result<Reply, Refusal> {
 /// content fact, or as the payload hash of one of its records.
 fn names(space: &journal::Space, wanted: &Hash) -> Result<bool, Refusal> {
     let b64 = base64::engine::general_purpose::STANDARD;
-    let through = journal::head(space).map_err(|e| e.into_refusal("journal"))?;
-    if through == 0 {
-        return Ok(false);
-    }
     let content =
         json!({ "predicate": b64.encode(facts::predicate_value(facts::Predicate::Content)) });
-    let contents = journal::read_all_matching(space, through, content)
-        .map_err(|e| e.into_refusal("journal"))?;
+    let (through, contents) =
+        journal::read_all_matching(space, None, content).map_err(|e| e.into_refusal("journal"))?;
     for entry in contents {
         let fact = entry["fact"].as_str().and_then(|f| b64.decode(f).ok());
         if let Some(Ok(Some(facts::Fact::Content { artifact }))) = fact.map(|f| facts::decode(&f)) {
@@ -138,7 +134,7 @@ fn names(space: &journal::Space, wanted: &Hash) -> Result<bool, Refusal> {
         "predicate": b64.encode(facts::predicate_value(facts::Predicate::Record)),
         "arguments": [{ "index": 1, "equals": b64.encode(wanted.to_value_bytes()) }],
     });
-    let found = journal::read_all_matching(space, through, records)
+    let (_, found) = journal::read_all_matching(space, Some(through), records)
         .map_err(|e| e.into_refusal("journal"))?;
     Ok(!found.is_empty())
 }

@@ -455,13 +455,12 @@ fn record_payload(
     pick: impl Fn(&[Value]) -> Option<&Value>,
 ) -> Result<Option<Value>, Refusal> {
     let b64 = base64::engine::general_purpose::STANDARD;
-    let through = journal::head(leaf).map_err(|e| e.into_refusal("journal"))?;
     let filter = json!({
         "predicate": b64.encode(facts::predicate_value(facts::Predicate::Record)),
         "origin": "append",
     });
-    let records =
-        journal::read_all_matching(leaf, through, filter).map_err(|e| e.into_refusal("journal"))?;
+    let (_, records) =
+        journal::read_all_matching(leaf, None, filter).map_err(|e| e.into_refusal("journal"))?;
     let Some(picked) = pick(&records) else {
         return Ok(None);
     };

@@ -78,16 +78,12 @@ fn record_json(fact: &RecordFact, entry: &Value) -> Value {
 /// cutoff, through every page.
 fn search(leaf: &Space, request_id: &str) -> Result<Vec<(Value, RecordFact)>, Refusal> {
     let b64 = base64::engine::general_purpose::STANDARD;
-    let through = journal::head(leaf).map_err(|e| e.into_refusal("journal"))?;
-    if through == 0 {
-        return Ok(Vec::new());
-    }
     let filter = json!({
         "predicate": b64.encode(facts::predicate_value(facts::Predicate::Record)),
         "arguments": [{ "index": 4, "equals": b64.encode(facts::text_value_bytes(request_id)) }],
         "origin": "append",
     });
-    let entries = journal::read_all_matching(leaf, through, filter)
+    let (_, entries) = journal::read_all_matching(leaf, None, filter)
         .map_err(|e| Refusal::Unavailable(format!("the recovery search failed: {e:?}")))?;
     let mut found = Vec::new();
     for entry in entries {
