@@ -12,6 +12,8 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 const TABLE: &str = "world";
+/// SHA-256 of (root ID, journal path) → the space occupying the path.
+const RESOLVED: &str = "resolved";
 const LAYOUT_KEY: &[u8] = b"layout";
 
 /// The settings the host passes (`labd --coord-*`).
@@ -111,9 +113,37 @@ impl World {
     }
 
     /// The space at `path` below the world, or none.
+    ///
+    /// A path, once occupied, names the same space for ever (the journal
+    /// never removes, renames or moves a space), so occupied paths are
+    /// remembered in the store; an absent path is asked again every time.
     pub fn resolve(&self, path: &[String]) -> Result<Option<Space>, Refusal> {
-        journal::resolve_path(&self.root_id, &self.journal_path(path))
-            .map_err(|e| e.into_refusal("journal"))
+        let full = self.journal_path(path);
+        let key = resolved_key(&self.root_id, &full);
+        let remembered = kv::begin_read()
+            .and_then(|txn| txn.get(RESOLVED, &key))
+            .ok()
+            .flatten()
+            .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
+            .and_then(|value| Space::from_json(&value).ok());
+        if let Some(space) = remembered.filter(|s| s.path == full) {
+            return Ok(Some(space));
+        }
+        let found =
+            journal::resolve_path(&self.root_id, &full).map_err(|e| e.into_refusal("journal"))?;
+        if let Some(space) = &found {
+            // Losing this write loses nothing but a shortcut.
+            let value =
+                json!({ "root_id": space.root_id, "space_id": space.space_id, "path": space.path });
+            let _ = kv::begin_write().and_then(|txn| {
+                txn.commit_detached(&[kv::TableWrite {
+                    table: RESOLVED.into(),
+                    key,
+                    value: serde_json::to_vec(&value).expect("JSON serializes"),
+                }])
+            });
+        }
+        Ok(found)
     }
 
     fn to_json(&self) -> Value {
@@ -135,6 +165,11 @@ impl World {
             tools: value["tools"].as_str().unwrap_or_default().to_string(),
         })
     }
+}
+
+fn resolved_key(root_id: &str, path: &[String]) -> Vec<u8> {
+    let named = serde_json::to_vec(&json!([root_id, path])).expect("JSON serializes");
+    Sha256::digest(named).to_vec()
 }
 
 /// A stable journal operation ID for the service's own creation of `key`
