@@ -1561,3 +1561,73 @@ fn a_malformed_tool_description_stops_the_start() {
         .unwrap();
     assert!(!status.success());
 }
+
+#[test]
+fn more_refusals_of_the_operation_table() {
+    let (_labd, coord) = start("coord-refusals");
+    let admin = coord.admin();
+    project(&coord, &admin, "alpha");
+    // Absent paths, for a caller who may read (and provision) the world.
+    let fetch = Req::read("fetch", "fetch")
+        .path("projects/nowhere")
+        .string("bytes", &support::name_of(b"x"));
+    coord.send(&admin, &fetch).assert_error(404, "not_found");
+    coord
+        .send(
+            &admin,
+            &Req::read("snapshot", "snapshot").path("projects/nowhere"),
+        )
+        .assert_error(404, "not_found");
+    coord
+        .send(
+            &admin,
+            &Req::read("export", "export").path("projects/nowhere"),
+        )
+        .assert_error(404, "not_found");
+    coord
+        .send(
+            &admin,
+            &Req::read("children", "children").path("projects/nowhere"),
+        )
+        .assert_error(404, "not_found");
+    let resolved = coord.ok(
+        &admin,
+        &Req::read("resolve", "resolve").path("projects/nowhere"),
+        200,
+    );
+    assert_eq!(resolved["space"], Value::Null);
+    // Campaigns: an unknown project, a taken label.
+    let campaign = json!({ "operation_id": "c-1", "label": "survey", "project": "nope" });
+    coord
+        .send(
+            &admin,
+            &Req::json("create_campaign", "campaigns", &campaign),
+        )
+        .assert_error(404, "not_found");
+    let campaign = json!({ "operation_id": "c-2", "label": "survey", "project": "alpha" });
+    coord.ok(
+        &admin,
+        &Req::json("create_campaign", "campaigns", &campaign),
+        201,
+    );
+    let taken = json!({ "operation_id": "c-3", "label": "survey", "project": "alpha" });
+    coord
+        .send(&admin, &Req::json("create_campaign", "campaigns", &taken))
+        .assert_error(409, "exists");
+    // A structural label where a user names an artifact or a leaf.
+    let (bytes, kind) = coord.retain(&admin, "projects/alpha", b"content");
+    let body = json!({ "operation_id": "a-1", "path": labels("projects/alpha/artifacts/state"), "artifact": { "bytes": bytes, "type": kind } });
+    let refused = coord.send(&admin, &Req::json("create_artifact", "artifacts", &body));
+    refused.assert_error(400, "structural");
+    assert_eq!(refused.json()["details"]["label"], "state");
+    let body = publish_body("p-1", "projects/alpha/snapshots/views", json!(1));
+    coord
+        .send(&admin, &Req::json("publish", "publish", &body))
+        .assert_error(400, "structural");
+    // A record whose fact (its metadata) would exceed 1 MiB.
+    let mut big = publish_body("p-2", "projects/alpha/snapshots/s", json!(1));
+    big["metadata"] = json!({ "note": "x".repeat((1 << 20) + 1) });
+    coord
+        .send(&admin, &Req::json("publish", "publish", &big))
+        .assert_error(413, "limit_exceeded");
+}
