@@ -5,12 +5,11 @@ use lab_guest::exports::lab::platform::handler::{BlobSlice, BodyPart, Request, R
 use lab_guest::lab::platform::blobs::{self, BlobReader, PutError};
 use lab_guest::lab::platform::body::{BodyError, IncomingBody};
 use lab_guest::lab::platform::runtime;
+use lab_kit::body::ReadError;
 use lab_kit::query::{self, canonical_u64};
 use lab_strict_json::Json;
 use serde_json::{json, Map, Value};
 
-/// Request-body reads move at most this much at once through the component.
-const READ_CHUNK: u32 = 64 * 1024;
 /// A batch record header is at most 20 digits and a line feed.
 const MAX_RECORD_HEADER: u32 = 21;
 /// After refusing a body as too large, up to this much more of it is read
@@ -280,20 +279,12 @@ fn read_json_body(body: &IncomingBody, op: &str) -> Result<Vec<u8>, Response> {
             Some(op),
         )
     };
-    if body.declared_length().is_some_and(|n| n > MAX_JSON_BODY) {
-        let _ = body.skip(DRAIN_AFTER_REFUSAL);
-        return Err(too_large());
-    }
-    let mut bytes = Vec::new();
-    loop {
-        let chunk = body.read(READ_CHUNK).map_err(|e| aborted(&e, op))?;
-        if chunk.is_empty() {
-            return Ok(bytes);
-        }
-        bytes.extend_from_slice(&chunk);
-        if bytes.len() as u64 > MAX_JSON_BODY {
+    match lab_kit::body::read_to_end(body, MAX_JSON_BODY) {
+        Ok(bytes) => Ok(bytes),
+        Err(ReadError::Broken(e)) => Err(aborted(&e, op)),
+        Err(ReadError::TooLarge) => {
             let _ = body.skip(DRAIN_AFTER_REFUSAL);
-            return Err(too_large());
+            Err(too_large())
         }
     }
 }

@@ -38,6 +38,11 @@ impl Space {
         })
     }
 
+    /// `{root_id, space_id, path}`: the journal's own form (full path).
+    pub fn to_json(&self) -> Value {
+        json!({ "root_id": self.root_id, "space_id": self.space_id, "path": self.path })
+    }
+
     /// `{root_id, space_id}` as the journal takes it.
     pub fn reference(&self) -> Value {
         space_ref(&self.root_id, &self.space_id)

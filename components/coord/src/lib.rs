@@ -36,6 +36,7 @@ use lab_coord_auth::{Authorization, BodyDigest, Carriage, GrantKind, Principal, 
 use lab_guest::exports::lab::platform::handler::{Guest, Request, Response, ServiceIdentity};
 use lab_guest::lab::platform::body::IncomingBody;
 use lab_guest::lab::platform::log;
+use lab_kit::body::ReadError;
 use lab_kit::reply::Replier;
 use params::Query;
 use refusal::Refusal;
@@ -52,8 +53,6 @@ pub(crate) const REPLY: Replier = Replier {
 
 /// Greatest JSON request body: 64 MiB.
 pub const MAX_JSON_BODY: u64 = 64 << 20;
-/// Request-body reads move at most this much at once.
-const READ_CHUNK: u32 = 256 << 10;
 
 struct Coord;
 
@@ -132,14 +131,8 @@ impl Call<'_> {
 
     /// Steps 1-5 for the operation's grant kind on `path`.
     pub fn verify(&mut self, path: &[String]) -> Result<Authorization, Refusal> {
-        let principal = self.authenticate()?;
-        auth::authorize(
-            &self.settings,
-            &self.carriage,
-            &principal,
-            self.op.grant,
-            path,
-        )
+        self.authenticate()?;
+        self.authorize(self.op.grant, path)
     }
 
     /// Step 5 alone, for another kind.
@@ -246,22 +239,12 @@ fn has_body(body: &IncomingBody) -> bool {
 
 /// The whole JSON body, within 64 MiB.
 fn read_json_body(body: &IncomingBody) -> Result<Vec<u8>, Refusal> {
-    if body.declared_length().is_some_and(|n| n > MAX_JSON_BODY) {
-        return Err(Refusal::BodyTooLarge);
-    }
-    let mut bytes = Vec::new();
-    loop {
-        let chunk = body
-            .read(READ_CHUNK)
-            .map_err(|e| Refusal::invalid_request(format!("the request body broke off: {e:?}")))?;
-        if chunk.is_empty() {
-            return Ok(bytes);
+    lab_kit::body::read_to_end(body, MAX_JSON_BODY).map_err(|e| match e {
+        ReadError::TooLarge => Refusal::BodyTooLarge,
+        ReadError::Broken(e) => {
+            Refusal::invalid_request(format!("the request body broke off: {e:?}"))
         }
-        bytes.extend_from_slice(&chunk);
-        if bytes.len() as u64 > MAX_JSON_BODY {
-            return Err(Refusal::BodyTooLarge);
-        }
-    }
+    })
 }
 
 pub(crate) fn refuse(operation: Option<&str>, refusal: &Refusal) -> Response {

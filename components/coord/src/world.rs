@@ -133,13 +133,11 @@ impl World {
             journal::resolve_path(&self.root_id, &full).map_err(|e| e.into_refusal("journal"))?;
         if let Some(space) = &found {
             // Losing this write loses nothing but a shortcut.
-            let value =
-                json!({ "root_id": space.root_id, "space_id": space.space_id, "path": space.path });
             let _ = kv::begin_write().and_then(|txn| {
                 txn.commit_detached(&[kv::TableWrite {
                     table: RESOLVED.into(),
                     key,
-                    value: serde_json::to_vec(&value).expect("JSON serializes"),
+                    value: serde_json::to_vec(&space.to_json()).expect("JSON serializes"),
                 }])
             });
         }
@@ -151,7 +149,7 @@ impl World {
             "name": self.name,
             "root_id": self.root_id,
             "instance_id": self.instance_id,
-            "world": { "root_id": self.world.root_id, "space_id": self.world.space_id, "path": self.world.path },
+            "world": self.world.to_json(),
             "tools": self.tools,
         })
     }

@@ -25,6 +25,7 @@ pub mod store;
 
 use lab_guest::exports::lab::platform::handler::{Guest, Request, Response, ServiceIdentity};
 use lab_guest::lab::platform::body::IncomingBody;
+use lab_kit::body::ReadError;
 use lab_kit::reply::Replier;
 use ops::Answer;
 use refusal::Refusal;
@@ -36,9 +37,6 @@ pub(crate) const REPLY: Replier = Replier {
     contract: "2026-09-12",
     extra: &[("lab-surface", "operations")],
 };
-
-/// Request-body reads move at most this much at once.
-const READ_CHUNK: u32 = 256 << 10;
 
 struct Journal;
 
@@ -138,19 +136,12 @@ fn read_body(request: &Request, body: &IncomingBody) -> Result<Vec<u8>, Refusal>
     let content_type =
         lab_kit::header(request, "content-type").map_err(Refusal::invalid_request)?;
     requests::check_envelope(content_type, body.declared_length().unwrap_or(0))?;
-    let mut bytes = Vec::new();
-    loop {
-        let chunk = body
-            .read(READ_CHUNK)
-            .map_err(|e| Refusal::invalid_request(format!("the request body broke off: {e:?}")))?;
-        if chunk.is_empty() {
-            return Ok(bytes);
+    lab_kit::body::read_to_end(body, MAX_BODY_BYTES).map_err(|e| match e {
+        ReadError::TooLarge => Refusal::EnvelopeTooLarge,
+        ReadError::Broken(e) => {
+            Refusal::invalid_request(format!("the request body broke off: {e:?}"))
         }
-        bytes.extend_from_slice(&chunk);
-        if bytes.len() as u64 > MAX_BODY_BYTES {
-            return Err(Refusal::EnvelopeTooLarge);
-        }
-    }
+    })
 }
 
 pub(crate) fn refuse(operation: Option<&str>, refusal: &Refusal) -> Response {

@@ -1,5 +1,6 @@
 //! What every service component does around its operations.
 //!
+//! - [`body`]: whole request bodies within a bound.
 //! - [`contract`]: the embedded contract files `describe/{file}` serves.
 //! - [`hex`]: lowercase hexadecimal.
 //! - [`path`]: clean-path checks and route segments.
@@ -8,6 +9,7 @@
 //! - [`time`]: RFC 3339 rendering of the host clock.
 //! - [`health`]: the health envelope and build facts.
 
+pub mod body;
 pub mod contract;
 pub mod health;
 pub mod hex;

@@ -80,10 +80,7 @@ pub fn fetch(call: &mut Call<'_>) -> Result<Reply, Refusal> {
     call.verify(&path)?;
     let wanted = Hash::parse(call.query.string("bytes").unwrap_or_default())
         .ok_or_else(|| Refusal::invalid("bytes", "`bytes` is a hash"))?;
-    let space = call
-        .world
-        .resolve(&path)?
-        .ok_or_else(|| Refusal::NotFound("no space at this path".into()))?;
+    let space = super::read::existing(call, &path)?;
     if !names(&space, &wanted)? {
         return Err(Refusal::Unresolved {
             reference: json!({ "path": path, "bytes": wanted.to_string() }),

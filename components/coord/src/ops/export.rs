@@ -48,10 +48,10 @@ impl Pending {
 
     fn to_json(&self) -> Value {
         json!({
-            "space": space_wire(&self.space),
+            "space": self.space.to_json(),
             "after": self.after,
             "through": self.through,
-            "children": self.children.iter().map(space_wire).collect::<Vec<_>>(),
+            "children": self.children.iter().map(Space::to_json).collect::<Vec<_>>(),
         })
     }
 
@@ -67,10 +67,6 @@ impl Pending {
                 .collect::<Option<_>>()?,
         })
     }
-}
-
-fn space_wire(space: &Space) -> Value {
-    json!({ "root_id": space.root_id, "space_id": space.space_id, "path": space.path })
 }
 
 /// Chunks being written.
@@ -104,10 +100,7 @@ impl Chunks {
 pub fn export(call: &mut Call<'_>) -> Result<Reply, Refusal> {
     let path = call.query.path.clone();
     call.verify(&path)?;
-    let scope = call
-        .world
-        .resolve(&path)?
-        .ok_or_else(|| Refusal::NotFound("no space at this path".into()))?;
+    let scope = super::read::existing(call, &path)?;
     let key = cursor::secret()?;
     let mut frontier = match call.query.string("cursor") {
         None => vec![Pending::fresh(scope.clone())],

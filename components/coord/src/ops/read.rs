@@ -12,7 +12,7 @@ use crate::{Call, Reply};
 use serde_json::{json, Value};
 
 /// The space at an authorized path, or `not_found`.
-fn existing(call: &Call<'_>, path: &[String]) -> Result<Space, Refusal> {
+pub(crate) fn existing(call: &Call<'_>, path: &[String]) -> Result<Space, Refusal> {
     call.world
         .resolve(path)?
         .ok_or_else(|| Refusal::NotFound("no space at this path".into()))

@@ -1,0 +1,34 @@
+//! Whole request bodies, within a bound.
+
+use lab_guest::lab::platform::body::{BodyError, IncomingBody};
+
+/// Body reads move at most this much at once.
+const READ_CHUNK: u32 = 256 << 10;
+
+/// Why a body was not read whole.
+#[derive(Debug)]
+pub enum ReadError {
+    /// More than the bound, declared up front or as it arrived; the rest is
+    /// left unread.
+    TooLarge,
+    /// The body broke off before its end.
+    Broken(BodyError),
+}
+
+/// The rest of `body`, refused as soon as it is known to exceed `max` bytes.
+pub fn read_to_end(body: &IncomingBody, max: u64) -> Result<Vec<u8>, ReadError> {
+    if body.declared_length().is_some_and(|n| n > max) {
+        return Err(ReadError::TooLarge);
+    }
+    let mut bytes = Vec::new();
+    loop {
+        let chunk = body.read(READ_CHUNK).map_err(ReadError::Broken)?;
+        if chunk.is_empty() {
+            return Ok(bytes);
+        }
+        bytes.extend_from_slice(&chunk);
+        if bytes.len() as u64 > max {
+            return Err(ReadError::TooLarge);
+        }
+    }
+}
