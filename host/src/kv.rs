@@ -98,7 +98,7 @@ enum Op {
 
 /// When a commit is answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Durability {
+pub enum Durability {
     /// Once the group holding it is durable.
     Wait,
     /// As soon as it joined the group.
@@ -384,12 +384,12 @@ impl WriteTxn {
         self.finish(writes, Durability::Wait).await
     }
 
-    /// Writes, then commits without waiting for the group's durability.
-    pub async fn commit_detached(&mut self, writes: TableWrites) -> Result<(), KvError> {
-        self.finish(writes, Durability::Detached).await
-    }
-
-    async fn finish(&mut self, writes: TableWrites, durability: Durability) -> Result<(), KvError> {
+    /// Writes, then commits, answered as `durability` says.
+    pub async fn finish(
+        &mut self,
+        writes: TableWrites,
+        durability: Durability,
+    ) -> Result<(), KvError> {
         let outcome = match full_writes(writes) {
             Ok(writes) => self.call(|r| Op::Commit(writes, durability, r)).await,
             Err(e) => Err(e),
@@ -589,9 +589,12 @@ mod tests {
     async fn a_detached_commit_is_seen_at_once_and_becomes_durable() {
         let (dir, ns) = open("detached");
         let mut txn = ns.write().unwrap();
-        txn.commit_detached(vec![("t".to_string(), b"a".to_vec(), b"1".to_vec())])
-            .await
-            .unwrap();
+        txn.finish(
+            vec![("t".to_string(), b"a".to_vec(), b"1".to_vec())],
+            Durability::Detached,
+        )
+        .await
+        .unwrap();
         // A later transaction sees it, in the same group or after it.
         let mut later = ns.write().unwrap();
         assert_eq!(later.get("t", b"a").await.unwrap(), Some(b"1".to_vec()));

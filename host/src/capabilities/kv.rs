@@ -2,7 +2,7 @@
 
 use super::RequestState;
 use crate::bindings::kv;
-use crate::kv::{KvError, Range, ReadTxn, WriteTxn};
+use crate::kv::{Durability, KvError, Range, ReadTxn, WriteTxn};
 use wasmtime::component::Resource;
 use wasmtime::Result;
 
@@ -95,6 +95,24 @@ impl RequestState {
         }
         Ok(open)
     }
+
+    /// `writes`, then the commit, of a transaction still open.
+    async fn finish_write(
+        &mut self,
+        this: Resource<WriteTxn>,
+        writes: Vec<kv::TableWrite>,
+        durability: Durability,
+    ) -> Result<Result<(), kv::KvError>> {
+        if !self.close_write(&this)? {
+            return Ok(Err(kv::KvError::Finished));
+        }
+        let txn = self.table.get_mut(&this)?;
+        let writes = writes
+            .into_iter()
+            .map(|w| (w.table, w.key, w.value))
+            .collect();
+        Ok(txn.finish(writes, durability).await.map_err(wit_error))
+    }
 }
 
 impl kv::HostWriteTxn for RequestState {
@@ -179,15 +197,7 @@ impl kv::HostWriteTxn for RequestState {
         this: Resource<WriteTxn>,
         writes: Vec<kv::TableWrite>,
     ) -> Result<Result<(), kv::KvError>> {
-        if !self.close_write(&this)? {
-            return Ok(Err(kv::KvError::Finished));
-        }
-        let txn = self.table.get_mut(&this)?;
-        let writes = writes
-            .into_iter()
-            .map(|w| (w.table, w.key, w.value))
-            .collect();
-        Ok(txn.commit_with(writes).await.map_err(wit_error))
+        self.finish_write(this, writes, Durability::Wait).await
     }
 
     async fn commit_detached(
@@ -195,15 +205,7 @@ impl kv::HostWriteTxn for RequestState {
         this: Resource<WriteTxn>,
         writes: Vec<kv::TableWrite>,
     ) -> Result<Result<(), kv::KvError>> {
-        if !self.close_write(&this)? {
-            return Ok(Err(kv::KvError::Finished));
-        }
-        let txn = self.table.get_mut(&this)?;
-        let writes = writes
-            .into_iter()
-            .map(|w| (w.table, w.key, w.value))
-            .collect();
-        Ok(txn.commit_detached(writes).await.map_err(wit_error))
+        self.finish_write(this, writes, Durability::Detached).await
     }
 
     async fn abort(&mut self, this: Resource<WriteTxn>) -> Result<()> {
