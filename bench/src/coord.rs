@@ -347,27 +347,7 @@ async fn once(addr: SocketAddr, request: &[u8], want: u16) -> Result<Value> {
 
 /// The world of the coordination service at `addr`, from `GET /healthz`.
 async fn world(addr: SocketAddr) -> Result<String> {
-    let mut conn = Conn::connect(addr).await?;
-    let mut body = Vec::new();
-    let response = conn
-        .exchange(
-            &client::get_head(addr, "/healthz"),
-            &[],
-            true,
-            Some(&mut body),
-        )
-        .await?;
-    ensure!(
-        response.header("lab-service") == Some("coord"),
-        "{addr} is not the coordination service"
-    );
-    ensure!(
-        response.status == 200,
-        "healthz answered {}: {}",
-        response.status,
-        String::from_utf8_lossy(&body)
-    );
-    let health: Value = serde_json::from_slice(&body).context("the healthz answer")?;
+    let health = journal::healthz(addr, "coord").await?;
     health["identity"]["world"]
         .as_str()
         .map(str::to_string)

@@ -249,8 +249,9 @@ async fn native_head(addr: SocketAddr, ids: &Ids, space: &str, threads: usize) -
     Ok(native)
 }
 
-/// The root from `GET /healthz`, which must come from the journal.
-pub(crate) async fn identity(addr: SocketAddr) -> Result<Ids> {
+/// The `GET /healthz` envelope of `service` at `addr`: it must answer as
+/// that service, and healthy.
+pub(crate) async fn healthz(addr: SocketAddr, service: &str) -> Result<Value> {
     let mut conn = Conn::connect(addr).await?;
     let mut body = Vec::new();
     let response = conn
@@ -262,8 +263,8 @@ pub(crate) async fn identity(addr: SocketAddr) -> Result<Ids> {
         )
         .await?;
     ensure!(
-        response.header("lab-service") == Some("journal"),
-        "{addr} is not the journal service"
+        response.header("lab-service") == Some(service),
+        "{addr} is not the {service} service"
     );
     ensure!(
         response.status == 200,
@@ -271,7 +272,12 @@ pub(crate) async fn identity(addr: SocketAddr) -> Result<Ids> {
         response.status,
         String::from_utf8_lossy(&body)
     );
-    let health: Value = serde_json::from_slice(&body).context("the healthz answer")?;
+    serde_json::from_slice(&body).context("the healthz answer")
+}
+
+/// The root from `GET /healthz`, which must come from the journal.
+pub(crate) async fn identity(addr: SocketAddr) -> Result<Ids> {
+    let health = healthz(addr, "journal").await?;
     let id = |name: &str| {
         health["identity"][name]
             .as_str()
