@@ -422,16 +422,20 @@ fn routes_methods_and_removed_verbs() {
 fn parameters_and_bodies_are_validated_before_the_proof() {
     let (_labd, coord) = start("coord-rules");
     let field = |r: &Response| r.json()["details"]["field"].as_str().map(String::from);
+    // Rule 5 and the written form of what the signing record carries come
+    // before the proof: these are 400 without one.
     for (target, want) in [
         ("/v1/entries", Some("path")),
         ("/v1/entries?path=", Some("path")),
         ("/v1/entries?path=a&nope=1", Some("nope")),
-        ("/v1/entries?path=a&limit=129", Some("limit")),
         ("/v1/entries?path=a&limit=1&limit=1", Some("limit")),
-        ("/v1/entries?path=a&after=-1", Some("after")),
-        ("/v1/entries?path=a&after=3&through=2", Some("after")),
-        ("/v1/get?root_id=rt_x&space_id=spc_00000000000000000000000000000000&position=1", Some("root_id")),
-        ("/v1/get?root_id=rt_00000000000000000000000000000000&space_id=spc_00000000000000000000000000000000&position=0", Some("position")),
+        ("/v1/entries?path=a&after=01", Some("after")),
+        ("/v1/entries?path=a&limit=ten", Some("limit")),
+        ("/v1/entries?path=a&after=9007199254740992", Some("after")),
+        (
+            "/v1/get?root_id=rt_x&space_id=spc_00000000000000000000000000000000&position=1",
+            Some("root_id"),
+        ),
         ("/v1/fetch?path=a&bytes=sha256:xyz", Some("bytes")),
     ] {
         let response = coord.client.get(target);
@@ -443,19 +447,6 @@ fn parameters_and_bodies_are_validated_before_the_proof() {
         .client
         .post_json("/v1/publish?through=1", "{}")
         .assert_error(400, "invalid");
-    // Strict bodies.
-    for body in [
-        r#"{"operation_id":"a","label":"p","extra":1}"#,
-        r#"{"operation_id":"a","label":"p"} x"#,
-        r#"{"operation_id":"a","operation_id":"b","label":"p"}"#,
-        r#"{"operation_id":"a b","label":"p"}"#,
-        r#"{"operation_id":"a"}"#,
-    ] {
-        coord
-            .client
-            .post_json("/v1/projects", body)
-            .assert_error(400, "invalid");
-    }
     coord
         .client
         .post(
@@ -464,13 +455,6 @@ fn parameters_and_bodies_are_validated_before_the_proof() {
             br#"{"operation_id":"a","label":"p"}"#,
         )
         .assert_error(400, "invalid");
-    // A structural label is refused as such, before any proof.
-    let structural = coord.client.post_json(
-        "/v1/projects",
-        r#"{"operation_id":"a","label":"artifacts"}"#,
-    );
-    structural.assert_error(400, "structural");
-    assert_eq!(structural.json()["details"]["label"], "artifacts");
     // A body over 64 MiB is 413 with an `invalid` envelope.
     let huge = coord.client.send(
         "POST /v1/publish HTTP/1.1\ncontent-type: application/json\ncontent-length: 67108865",
@@ -482,6 +466,169 @@ fn parameters_and_bodies_are_validated_before_the_proof() {
         .client
         .post_json("/v1/projects", r#"{"operation_id":"a","label":"p"}"#)
         .assert_error(401, "unverified");
+}
+
+/// A failed proof evaluates nothing: the domain rules of the parameters
+/// (rules 6 to 8), the body's decoding and the layout follow verification,
+/// so the same request is 401 without a valid proof and 400 with one.
+#[test]
+fn domain_rules_and_bodies_follow_the_proof() {
+    let (_labd, coord) = start("coord-order");
+    let admin = coord.admin();
+    let field = |r: &Response| r.json()["details"]["field"].as_str().map(String::from);
+    let root_id = "rt_00000000000000000000000000000000";
+    let space_id = "spc_00000000000000000000000000000000";
+    let reads = [
+        (
+            Req::read("entries", "entries").path("a").int("limit", 129),
+            "limit",
+        ),
+        (
+            Req::read("entries", "entries").path("a").int("after", -1),
+            "after",
+        ),
+        (
+            Req::read("entries", "entries")
+                .path("a")
+                .int("after", 3)
+                .int("through", 2),
+            "after",
+        ),
+        (
+            Req::read("children", "children").int("through", -4),
+            "through",
+        ),
+        (
+            Req::read("get", "get")
+                .string("root_id", root_id)
+                .string("space_id", space_id)
+                .int("position", 0),
+            "position",
+        ),
+    ];
+    let raw = |op: &'static str, route: &'static str, body: &str| Req {
+        op,
+        method: "POST",
+        route,
+        params: Vec::new(),
+        body: body.as_bytes().to_vec(),
+        content_type: Some("application/json"),
+    };
+    let bodies = [
+        (
+            raw(
+                "create_project",
+                "projects",
+                r#"{"operation_id":"a","label":"p","extra":1}"#,
+            ),
+            Some("extra"),
+        ),
+        (
+            raw(
+                "create_project",
+                "projects",
+                r#"{"operation_id":"a","label":"p"} x"#,
+            ),
+            None,
+        ),
+        (
+            raw(
+                "create_project",
+                "projects",
+                r#"{"operation_id":"a","operation_id":"b","label":"p"}"#,
+            ),
+            Some("operation_id"),
+        ),
+        (
+            raw(
+                "create_artifact",
+                "artifacts",
+                r#"{"operation_id":"a","path":["projects","p","artifacts","x"],"artifact":{"bytes":"sha256:00","bytes":"sha256:00","type":"x"}}"#,
+            ),
+            Some("artifact.bytes"),
+        ),
+        (
+            raw(
+                "create_project",
+                "projects",
+                r#"{"operation_id":"a b","label":"p"}"#,
+            ),
+            Some("operation_id"),
+        ),
+        (
+            raw("create_project", "projects", r#"{"operation_id":"a"}"#),
+            Some("label"),
+        ),
+        (raw("create_project", "projects", "not json"), None),
+    ];
+    for (req, want) in &reads {
+        // Unsigned, forged: 401 and nothing else.
+        coord
+            .send_with_header(req, None)
+            .assert_error(401, "unverified");
+        let mut forged = coord.header(&admin, req, now(), &nonce());
+        forged.replace_range(forged.len() - 8.., "AAAAAAA=");
+        coord
+            .send_with_header(req, Some(&forged))
+            .assert_error(401, "unverified");
+        // Signed: the domain rule answers, naming the parameter.
+        let response = coord.send(&admin, req);
+        response.assert_error(400, "invalid");
+        assert_eq!(field(&response).as_deref(), Some(*want), "{}", req.query());
+    }
+    for (req, want) in &bodies {
+        coord
+            .send_with_header(req, None)
+            .assert_error(401, "unverified");
+        let response = coord.send(&admin, req);
+        response.assert_error(400, "invalid");
+        assert_eq!(
+            field(&response).as_deref(),
+            *want,
+            "{}",
+            String::from_utf8_lossy(&req.body)
+        );
+    }
+    // Structural labels and layout positions: 401 unsigned, 400 signed.
+    let structural = Req::json(
+        "create_project",
+        "projects",
+        &json!({ "operation_id": "a", "label": "artifacts" }),
+    );
+    coord
+        .send_with_header(&structural, None)
+        .assert_error(401, "unverified");
+    let response = coord.send(&admin, &structural);
+    response.assert_error(400, "structural");
+    assert_eq!(response.json()["details"]["label"], "artifacts");
+    project(&coord, &admin, "alpha");
+    let protected = Req::json(
+        "publish",
+        "publish",
+        &publish_body("p-1", "projects/alpha/views/v", json!({"x": 1})),
+    );
+    coord
+        .send_with_header(&protected, None)
+        .assert_error(401, "unverified");
+    coord
+        .send(&admin, &protected)
+        .assert_error(400, "structural");
+    let catalog = Req::json(
+        "publish",
+        "publish",
+        &json!({ "operation_id": "p-2", "path": labels("projects/alpha/snapshots/s"),
+                 "profile": "coord/worker-state/1", "record": {} }),
+    );
+    coord
+        .send_with_header(&catalog, None)
+        .assert_error(401, "unverified");
+    coord
+        .send(&admin, &catalog)
+        .assert_error(400, "invalid_record");
+    // A holder of a narrower grant learns nothing of the layout either:
+    // its missing chain answers before the layout is looked at.
+    let reader = coord.holder(40, &[GrantKind::Read], "projects/alpha");
+    coord.send(&reader, &protected).assert_error(403, "denied");
 }
 
 #[test]
@@ -664,7 +811,7 @@ fn entries_of(coord: &Coord, who: &Holder, path: &str) -> Vec<Value> {
 
 #[test]
 fn projects_artifacts_and_content() {
-    let (_labd, coord) = start("coord-artifacts");
+    let (labd, coord) = start("coord-artifacts");
     let admin = coord.admin();
     let created = project(&coord, &admin, "alpha");
     assert_eq!(created["space"]["path"], json!(["projects", "alpha"]));
@@ -783,7 +930,66 @@ fn projects_artifacts_and_content() {
     }
     .path("projects/alpha")
     .string("type", &support::name_of(b"no such descriptor"));
+    let before = labd.committed_blobs();
     coord.send(&admin, &req).assert_error(400, "invalid_record");
+    assert_eq!(
+        labd.committed_blobs(),
+        before,
+        "a refused retain retains nothing"
+    );
+}
+
+/// A retain is judged by the digest of its staged body before anything is
+/// named: whoever saw a carriage's grants cannot store bytes with a forged
+/// signature.
+#[test]
+fn a_retain_with_a_failed_proof_retains_nothing() {
+    let (labd, coord) = start("coord-forged-retain");
+    let admin = coord.admin();
+    project(&coord, &admin, "alpha");
+    let worker = coord.holder(21, &[GrantKind::Publish], "projects/alpha");
+    let descriptor = coord.retain_typed(&worker, "projects/alpha", b"{\"kind\":\"raw\"}", None);
+    let retain = |body: Vec<u8>| {
+        Req {
+            op: "retain",
+            method: "PUT",
+            route: "retain",
+            params: Vec::new(),
+            body,
+            content_type: Some("application/octet-stream"),
+        }
+        .path("projects/alpha")
+        .string("type", &descriptor)
+    };
+    let big = support::pseudo_random(4 << 20, 7);
+    let before = labd.committed_blobs();
+    assert!(before >= 1, "the descriptor is retained");
+    // Signed over other bytes than those sent: the grants would authorize.
+    let signed = retain(b"what the signer meant".to_vec());
+    let header = coord.header(&worker, &signed, now(), &nonce());
+    let sent = retain(big.clone());
+    coord
+        .send_with_header(&sent, Some(&header))
+        .assert_error(401, "unverified");
+    // A stale proof over the very bytes sent.
+    let header = coord.header(&worker, &sent, now() - 3_600, &nonce());
+    coord
+        .send_with_header(&sent, Some(&header))
+        .assert_error(401, "unverified");
+    // Another principal's key signing with the worker's grants.
+    let thief = Holder {
+        key: key(99),
+        grants: worker.grants.clone(),
+    };
+    coord.send(&thief, &sent).assert_error(403, "denied");
+    assert_eq!(labd.committed_blobs(), before, "nothing was named");
+    support::eventually("staging files are gone", || labd.staging_files() == 0);
+    let stat = labd.bytes().stat(&[&support::name_of(&big)]);
+    assert!(stat.is_empty(), "{stat:?}");
+    // The same bytes, signed: retained once, under their digest.
+    let answer = coord.ok(&worker, &sent, 200);
+    assert_eq!(answer["bytes"], support::name_of(&big));
+    assert_eq!(labd.committed_blobs(), before + 1);
 }
 
 #[test]

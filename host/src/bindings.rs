@@ -10,6 +10,7 @@ mod generated {
             "lab:platform/body.incoming-body": crate::body::IncomingBody,
             "lab:platform/blobs.blob-reader": crate::blobstore::BlobReader,
             "lab:platform/blobs.blob-writer": crate::capabilities::PendingBlob,
+            "lab:platform/blobs.staged-body": crate::blobstore::StagedBlob,
             "lab:platform/kv.read-txn": crate::kv::ReadTxn,
             "lab:platform/kv.write-txn": crate::kv::WriteTxn,
             "lab:platform/services.response-body": crate::body::PeerBody,

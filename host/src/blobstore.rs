@@ -12,6 +12,9 @@
 //! 3. A staging file never becomes visible under a blob name unless its writer
 //!    reached a clean end; an abandoned writer removes it, and a start removes
 //!    whatever a crash left behind.
+//! 4. A staged blob ([`BlobWriter::stage`]) is never named: its file is
+//!    only read back (to be handed on, for example to the bytes service,
+//!    which names what it writes itself) and removed when it drops.
 
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -200,6 +203,44 @@ impl BlobWriter {
         }
         sync_dir(fan_out)?;
         Ok((digest, self.size))
+    }
+}
+
+impl BlobWriter {
+    /// Ends the write without naming it: the bytes stay in their staging
+    /// file, known by digest and size, until the [`StagedBlob`] drops.
+    /// Nothing is synced: a staged blob is never named, so a crash loses
+    /// nothing anyone was told of (and a start removes its file).
+    pub fn stage(mut self) -> Result<StagedBlob, WriteError> {
+        self.file.flush()?;
+        let digest: Digest32 = self.hasher.clone().finalize().into();
+        let path = self.staging.take().expect("a writer ends once");
+        Ok(StagedBlob {
+            path,
+            digest,
+            size: self.size,
+        })
+    }
+}
+
+/// Bytes staged and hashed, named by nothing. Dropped, it removes its file;
+/// a body opened from it keeps reading (the open descriptor holds them).
+pub struct StagedBlob {
+    path: PathBuf,
+    pub digest: Digest32,
+    pub size: u64,
+}
+
+impl StagedBlob {
+    /// The staged bytes from their start.
+    pub fn open(&self) -> io::Result<File> {
+        File::open(&self.path)
+    }
+}
+
+impl Drop for StagedBlob {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.path);
     }
 }
 

@@ -2,6 +2,7 @@
 //! lowercase hex, which is also how this service writes a hash.
 
 use crate::backend::{call_json, call_streaming, CallError, Streamed};
+use lab_guest::lab::platform::blobs::{self as host_blobs, PutError, StagedBody};
 use lab_guest::lab::platform::body::IncomingBody;
 use serde_json::{json, Value};
 
@@ -52,6 +53,36 @@ pub fn put_streamed(body: &IncomingBody) -> Result<Retained, CallError> {
     let json: Value = serde_json::from_slice(&answer.read_small(64 << 10)?)
         .map_err(|e| CallError::Unavailable(format!("unreadable put answer: {e}")))?;
     retained(&json)
+}
+
+/// Why a body could not be staged.
+#[derive(Debug)]
+pub enum StageError {
+    /// More than the per-object limit arrived.
+    TooLarge,
+    /// The body broke off before its end.
+    Broken,
+    /// The host could not stage it.
+    Storage(String),
+}
+
+/// Stages the rest of `body` in the host while hashing it: named by
+/// nothing until [`put_staged`] hands it to the bytes service.
+pub fn stage(body: &IncomingBody) -> Result<StagedBody, StageError> {
+    let cap = lab_guest::lab::platform::runtime::blob_cap();
+    host_blobs::stage_from_body(body, cap).map_err(|e| match e {
+        PutError::TooLarge => StageError::TooLarge,
+        PutError::Body(_) => StageError::Broken,
+        PutError::Storage(why) => StageError::Storage(why),
+    })
+}
+
+/// Retains staged bytes: streamed to the bytes service, which names them.
+pub fn put_staged(staged: &StagedBody) -> Result<Retained, CallError> {
+    let body = staged
+        .open()
+        .map_err(|e| CallError::Unavailable(format!("the staged body cannot be read: {e}")))?;
+    put_streamed(&body)
 }
 
 /// The sizes of the names that are retained (absent names are missing).

@@ -52,9 +52,10 @@ pub fn check_refusal(refusal: &Refusal) {
 /// Runs [`params::parse`] on `data` (if UTF-8) as the raw query string of
 /// every operation. A refusal is `invalid`. An accepted query names only
 /// the operation's parameters, each of its kind, has every required one,
-/// keeps integers in their domains and path labels in their grammar; it is
-/// then handed to [`request::decode`] with an empty body, as
-/// [`check_decoded`] describes.
+/// keeps integers within ±(2^53 - 1) and path labels in their grammar;
+/// what then passes [`params::check_domains`] keeps integers in their
+/// domains. Its string grammars checked, it is handed to
+/// [`request::decode`] with an empty body, as [`check_decoded`] describes.
 pub fn check_params(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
@@ -63,7 +64,10 @@ pub fn check_params(data: &[u8]) {
         match params::parse(op, Some(text)) {
             Ok(query) => {
                 check_query(op, &query);
-                check_decoded(op, request::decode(op, &query, &[]));
+                match request::check_query(&query) {
+                    Ok(()) => check_decoded(op, request::decode(op, &[])),
+                    Err(refusal) => assert_eq!(refusal.code(), "invalid", "{}", op.name),
+                }
             }
             Err(refusal) => {
                 check_refusal(&refusal);
@@ -81,7 +85,8 @@ fn check_query(op: &Operation, query: &Query) {
         match (kind, value) {
             (ParamKind::Str, ParamValue::String(s)) => assert!(!s.is_empty()),
             (ParamKind::Int, ParamValue::Int(n)) => {
-                assert!((0..=MAX_POSITION as i64).contains(n), "{name}={n}");
+                let bound = MAX_POSITION as i64;
+                assert!((-bound..=bound).contains(n), "{name}={n}");
             }
             (ParamKind::Strings, ParamValue::Strings(labels)) => {
                 assert_eq!(labels, &query.path);
@@ -101,6 +106,17 @@ fn check_query(op: &Operation, query: &Query) {
         }
     }
     assert_eq!(query.has_path, !query.path.is_empty());
+    // The domain rules, a second stage (after the proof).
+    if let Err(refusal) = params::check_domains(query) {
+        check_refusal(&refusal);
+        assert_eq!(refusal.code(), "invalid", "{}: {refusal:?}", op.name);
+        return;
+    }
+    for (name, value) in query.signed.iter() {
+        if let ParamValue::Int(n) = value {
+            assert!(*n >= 0, "{name}={n} passed the domain rules");
+        }
+    }
     assert!((1..=MAX_LIMIT).contains(&query.limit()));
     assert_ne!(query.int("position"), Some(0));
     if let (Some(after), Some(through)) = (query.int("after"), query.int("through")) {
@@ -111,9 +127,8 @@ fn check_query(op: &Operation, query: &Query) {
 /// Runs [`request::decode`] on `data` as the body of every operation, with
 /// no query parameters. See [`check_decoded`].
 pub fn check_requests(data: &[u8]) {
-    let query = Query::default();
     for op in OPERATIONS {
-        check_decoded(op, request::decode(op, &query, data));
+        check_decoded(op, request::decode(op, data));
     }
 }
 
@@ -124,10 +139,7 @@ pub fn check_requests(data: &[u8]) {
 /// - a query operation decodes to [`Decoded::Query`], a JSON one to its
 ///   own request, whose operation ID, labels and cutoff are in grammar.
 pub fn check_decoded(op: &Operation, decoded: Result<Decoded, Refusal>) {
-    let unimplemented = matches!(
-        request::decode(op, &Query::default(), b"{}"),
-        Err(Refusal::NotImplemented(_))
-    );
+    let unimplemented = matches!(request::decode(op, b"{}"), Err(Refusal::NotImplemented(_)));
     let decoded = match decoded {
         Err(refusal) => {
             check_refusal(&refusal);
@@ -176,7 +188,8 @@ pub fn check_decoded(op: &Operation, decoded: Result<Decoded, Refusal>) {
             ("publish", &r.operation_id)
         }
         Decoded::CreateArtifact(r) => {
-            assert_eq!(layout::classify(&r.path), layout::Position::Artifact);
+            // Its layout position is checked after authorization.
+            r.path.iter().for_each(|l| label(l));
             assert!(layout::check_user_labels(&r.path).is_ok());
             ("create_artifact", &r.operation_id)
         }
@@ -649,7 +662,7 @@ mod tests {
             check_cursor(seed.as_bytes());
         }
         for (name, body) in body_seeds() {
-            let decoded = request::decode(op(name), &Query::default(), body.as_bytes());
+            let decoded = request::decode(op(name), body.as_bytes());
             assert!(decoded.is_ok(), "{name}: {decoded:?}");
             check_requests(body.as_bytes());
             check_fact_json(body.as_bytes());
@@ -720,7 +733,7 @@ mod tests {
             check_requests(input);
             names
                 .iter()
-                .any(|name| request::decode(op(name), &Query::default(), input).is_ok())
+                .any(|name| request::decode(op(name), input).is_ok())
         });
         assert!(accepted > 50 && accepted < 1900, "bodies: {accepted}");
 

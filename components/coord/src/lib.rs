@@ -129,10 +129,13 @@ impl Call<'_> {
         self.authenticate_with(digest)
     }
 
-    /// Steps 1-5 for the operation's grant kind on `path`.
+    /// Steps 1-5 for the operation's grant kind on `path`, then the domain
+    /// rules of the query parameters (rules 6 and 7 follow verification).
     pub fn verify(&mut self, path: &[String]) -> Result<Authorization, Refusal> {
         self.authenticate()?;
-        self.authorize(self.op.grant, path)
+        let authorization = self.authorize(self.op.grant, path)?;
+        params::check_domains(&self.query)?;
+        Ok(authorization)
     }
 
     /// Step 5 alone, for another kind.
@@ -183,6 +186,7 @@ fn operation(
     body: &IncomingBody,
 ) -> Result<Reply, Refusal> {
     let query = params::parse(op, request.query.as_deref())?;
+    request::check_query(&query)?;
     let content_type =
         lab_kit::header(request, "content-type").map_err(Refusal::invalid_request)?;
     let json_body = match op.body {
@@ -212,9 +216,9 @@ fn operation(
             Vec::new()
         }
     };
-    // Request rule 9: what can be validated without the journal is, before
-    // the proof is looked at.
-    let decoded = request::decode(op, &query, &json_body)?;
+    if !request::is_served(op) {
+        return Err(Refusal::NotImplemented(op.name));
+    }
     let settings = Settings::load()?;
     let carriage = auth::carriage(lab_kit::header(request, "svc-auth").ok().flatten())?;
     let world = world::world(&settings)?;
@@ -229,6 +233,13 @@ fn operation(
         carriage,
         principal: None,
     };
+    // A failed proof is `unverified` and nothing is evaluated: the body is
+    // decoded only once the proof over its digest holds. `retain` verifies
+    // once its body is staged and hashed.
+    if op.body != BodyKind::Raw {
+        call.authenticate()?;
+    }
+    let decoded = request::decode(op, &call.json_body)?;
     ops::run(&mut call, decoded)
 }
 

@@ -1,6 +1,12 @@
 //! Query parameters of the HTTP binding (request rules 5 to 7): decoded,
 //! checked against the operation's parameter list, and kept both typed and
 //! in the form the signing record covers.
+//!
+//! Two stages, in the specification's order (rule 9): [`parse`] takes what
+//! the signing record needs (names, repetition, empty values, an integer's
+//! written form) before the proof is looked at; [`check_domains`] takes the
+//! domain rules 6 and 7 (`limit` range, negative integers, `position` 0,
+//! `after` beyond `through`), which follow verification.
 
 use crate::refusal::Refusal;
 use crate::table::{Operation, ParamKind};
@@ -32,6 +38,8 @@ impl Query {
         }
     }
 
+    /// An integer parameter. Only meaningful after [`check_domains`],
+    /// which refuses the negative ones this reads as absent.
     pub fn int(&self, name: &str) -> Option<u64> {
         match self.signed.get(name) {
             Some(ParamValue::Int(n)) => u64::try_from(*n).ok(),
@@ -49,7 +57,8 @@ impl Query {
 }
 
 /// Decodes and checks the raw query string against `operation`'s parameter
-/// list. Refusals are `invalid` naming the parameter.
+/// list (rule 5 and the written form of integers). Refusals are `invalid`
+/// naming the parameter.
 pub fn parse(operation: &Operation, raw: Option<&str>) -> Result<Query, Refusal> {
     let mut query = Query::default();
     let mut path = Vec::new();
@@ -81,7 +90,7 @@ pub fn parse(operation: &Operation, raw: Option<&str>) -> Result<Query, Refusal>
             return Err(Refusal::invalid(&name, format!("`{name}` is repeated")));
         }
         let parsed = match kind {
-            ParamKind::Int => ParamValue::Int(integer(&name, &value)? as i64),
+            ParamKind::Int => ParamValue::Int(integer(&name, &value)?),
             _ => ParamValue::String(value),
         };
         query.signed.insert(name, parsed);
@@ -105,13 +114,21 @@ pub fn parse(operation: &Operation, raw: Option<&str>) -> Result<Query, Refusal>
         query.has_path = true;
         query.path = path;
     }
-    check_domains(&query)?;
     Ok(query)
 }
 
-/// Rules 6 and 7 that need no journal: ranges of `limit`, `position`,
-/// `after` against `through`.
-fn check_domains(query: &Query) -> Result<(), Refusal> {
+/// Rules 6 and 7 that need no journal: no negative integer, the range of
+/// `limit`, `position` 0, `after` against `through`. They follow
+/// verification: without a valid proof such a request is `unverified`.
+pub fn check_domains(query: &Query) -> Result<(), Refusal> {
+    for (name, value) in query.signed.iter() {
+        if matches!(value, ParamValue::Int(n) if *n < 0) {
+            return Err(Refusal::invalid(
+                name,
+                format!("`{name}` is a position: it is not negative"),
+            ));
+        }
+    }
     if let Some(limit) = query.int("limit") {
         if limit > MAX_LIMIT {
             return Err(Refusal::invalid("limit", "`limit` is at most 128"));
@@ -128,19 +145,26 @@ fn check_domains(query: &Query) -> Result<(), Refusal> {
     Ok(())
 }
 
-/// A canonical non-negative integer in the position domain.
-fn integer(name: &str, text: &str) -> Result<u64, Refusal> {
-    let canonical = !text.is_empty()
-        && text.bytes().all(|b| b.is_ascii_digit())
-        && (text == "0" || !text.starts_with('0'));
+/// An integer as the signing record carries it: an optional `-`, then
+/// digits without a leading zero (`-0` is not written), within
+/// ±(2^53 - 1). Whether it lies in its domain is [`check_domains`]'s.
+fn integer(name: &str, text: &str) -> Result<i64, Refusal> {
+    let digits = text.strip_prefix('-').unwrap_or(text);
+    let canonical = !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && (digits == "0" || !digits.starts_with('0'))
+        && text != "-0";
     if !canonical {
         return Err(Refusal::invalid(
             name,
-            format!("`{name}` must be a non-negative integer written with digits only"),
+            format!("`{name}` must be an integer written with digits only"),
         ));
     }
-    match text.parse::<u64>() {
-        Ok(n) if n <= MAX_POSITION => Ok(n),
+    match digits.parse::<u64>() {
+        Ok(n) if n <= MAX_POSITION => {
+            let n = n as i64;
+            Ok(if text.starts_with('-') { -n } else { n })
+        }
         _ => Err(Refusal::invalid(
             name,
             format!("`{name}` is beyond 2^53 - 1"),
@@ -194,6 +218,13 @@ mod tests {
         table::OPERATIONS.iter().find(|o| o.name == name).unwrap()
     }
 
+    /// Both stages, as a verified request meets them.
+    fn checked(op: &Operation, raw: Option<&str>) -> Result<Query, Refusal> {
+        let query = parse(op, raw)?;
+        check_domains(&query)?;
+        Ok(query)
+    }
+
     fn code_field(r: Result<Query, Refusal>) -> (String, Option<String>) {
         let r = r.unwrap_err();
         (
@@ -232,11 +263,11 @@ mod tests {
             Some("limit".into())
         );
         assert_eq!(
-            code_field(parse(op("entries"), Some("path=a&limit=129"))).1,
+            code_field(checked(op("entries"), Some("path=a&limit=129"))).1,
             Some("limit".into())
         );
         assert_eq!(
-            code_field(parse(op("entries"), Some("path=a&after=-1"))).1,
+            code_field(checked(op("entries"), Some("path=a&after=-1"))).1,
             Some("after".into())
         );
         assert_eq!(
@@ -244,7 +275,7 @@ mod tests {
             Some("after".into())
         );
         assert_eq!(
-            code_field(parse(op("entries"), Some("path=a&after=5&through=4"))).1,
+            code_field(checked(op("entries"), Some("path=a&after=5&through=4"))).1,
             Some("after".into())
         );
         assert_eq!(
@@ -252,7 +283,7 @@ mod tests {
             Some("path".into())
         );
         assert_eq!(
-            code_field(parse(op("get"), Some("root_id=a&space_id=b&position=0"))).1,
+            code_field(checked(op("get"), Some("root_id=a&space_id=b&position=0"))).1,
             Some("position".into())
         );
         assert_eq!(
@@ -264,6 +295,37 @@ mod tests {
             Some("path".into())
         );
         assert!(parse(op("entries"), Some("path=a&&limit=1")).is_err());
+    }
+
+    /// The written form is checked before the proof; the domain after it.
+    #[test]
+    fn domain_rules_are_a_second_stage() {
+        for raw in [
+            "path=a&limit=129",
+            "path=a&after=-1",
+            "path=a&after=5&through=4",
+        ] {
+            assert!(parse(op("entries"), Some(raw)).is_ok(), "{raw}");
+            assert!(checked(op("entries"), Some(raw)).is_err(), "{raw}");
+        }
+        let get = Some("root_id=a&space_id=b&position=0");
+        assert!(parse(op("get"), get).is_ok());
+        assert!(checked(op("get"), get).is_err());
+        for raw in [
+            "path=a&after=-0",
+            "path=a&after=1.0",
+            "path=a&after=-",
+            "path=a&after=9007199254740992",
+            "path=a&after=-9007199254740992",
+        ] {
+            assert_eq!(
+                code_field(parse(op("entries"), Some(raw))).1,
+                Some("after".into()),
+                "{raw}"
+            );
+        }
+        let q = parse(op("entries"), Some("path=a&after=-9007199254740991")).unwrap();
+        assert_eq!(q.signed.to_json().unwrap()["after"], -9007199254740991i64);
     }
 
     #[test]

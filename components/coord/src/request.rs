@@ -1,5 +1,9 @@
-//! Strict decoding of request bodies (request rule 3) and the checks that
-//! need no journal (rule 9: before the proof is verified).
+//! Strict decoding of request bodies (request rule 3) and the grammars of
+//! what they carry. A body is decoded once its proof holds (a failed proof
+//! evaluates nothing) and before the grant is looked for, since the
+//! authorization path is made of its members; checks of the layout
+//! position and the profile catalog follow authorization, in the
+//! operations.
 
 use crate::facts::{self, Artifact, EntryRef, Hash};
 use crate::layout;
@@ -95,10 +99,18 @@ pub struct CreateProjectRequest {
     pub label: String,
 }
 
-pub fn decode(op: &Operation, query: &Query, body: &[u8]) -> Result<Decoded, Refusal> {
+/// Whether this source serves `op` (decision 16: the others answer
+/// `not_implemented` before any proof is looked at).
+pub fn is_served(op: &Operation) -> bool {
+    !matches!(
+        op.name,
+        "declare" | "compose" | "apply" | "query" | "explain"
+    )
+}
+
+pub fn decode(op: &Operation, body: &[u8]) -> Result<Decoded, Refusal> {
     match op.name {
         "resolve" | "children" | "entries" | "get" | "fetch" | "retain" | "snapshot" | "export" => {
-            check_query(query)?;
             Ok(Decoded::Query)
         }
         "publish" => object(body).and_then(publish).map(Decoded::Publish),
@@ -122,8 +134,8 @@ pub fn decode(op: &Operation, query: &Query, body: &[u8]) -> Result<Decoded, Ref
     }
 }
 
-/// Grammar of the string parameters.
-fn check_query(query: &Query) -> Result<(), Refusal> {
+/// Grammar of the string parameters: checked with rule 5, before the proof.
+pub fn check_query(query: &Query) -> Result<(), Refusal> {
     if let Some(root) = query.string("root_id") {
         if !facts::is_root_id(root) {
             return Err(Refusal::invalid(
@@ -154,8 +166,16 @@ fn check_query(query: &Query) -> Result<(), Refusal> {
 }
 
 fn object(body: &[u8]) -> Result<Object, Refusal> {
-    let json = parse(body)
-        .map_err(|e| Refusal::invalid_request(format!("the body is not strict JSON: {e}")))?;
+    let json = parse(body).map_err(|e| {
+        let message = format!("the body is not strict JSON: {e}");
+        match e {
+            // A repeated member is named like every other faulty member.
+            lab_strict_json::Error::DuplicateMember { field, .. } => {
+                Refusal::invalid(field, message)
+            }
+            _ => Refusal::invalid_request(message),
+        }
+    })?;
     expect_object(json).map_err(shape)
 }
 
@@ -286,12 +306,6 @@ fn create_artifact(mut body: Object) -> Result<CreateArtifactRequest, Refusal> {
     let kind = hash_member(&mut artifact, "type", "artifact")?;
     artifact.finish().map_err(|e| shape(e.within("artifact")))?;
     body.finish().map_err(shape)?;
-    if layout::classify(&path) != layout::Position::Artifact {
-        return Err(Refusal::invalid(
-            "path",
-            "an artifact path is projects/<project>/artifacts/<artifact>",
-        ));
-    }
     layout::check_user_labels(&path)?;
     Ok(CreateArtifactRequest {
         operation_id,
@@ -466,7 +480,14 @@ mod tests {
             "invalid"
         );
         let dup = br#"{"operation_id":"a","operation_id":"b"}"#;
-        assert_eq!(object(dup).unwrap_err().code(), "invalid");
+        let r = object(dup).unwrap_err();
+        assert_eq!(r.code(), "invalid");
+        assert_eq!(r.details().unwrap()["field"], "operation_id");
+        let deep = br#"{"artifact":{"bytes":"a","bytes":"b"}}"#;
+        assert_eq!(
+            object(deep).unwrap_err().details().unwrap()["field"],
+            "artifact.bytes"
+        );
         let bad_id = br#"{"operation_id":"a b","path":[],"profile":"lab/f/1","record":1}"#;
         let r = publish(object(bad_id).unwrap()).unwrap_err();
         assert_eq!(r.details().unwrap()["field"], "operation_id");

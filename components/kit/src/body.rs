@@ -17,10 +17,13 @@ pub enum ReadError {
 
 /// The rest of `body`, refused as soon as it is known to exceed `max` bytes.
 pub fn read_to_end(body: &IncomingBody, max: u64) -> Result<Vec<u8>, ReadError> {
-    if body.declared_length().is_some_and(|n| n > max) {
+    let declared = body.declared_length();
+    if declared.is_some_and(|n| n > max) {
         return Err(ReadError::TooLarge);
     }
-    let mut bytes = Vec::new();
+    // A declared length is reserved exactly: a body near the bound must not
+    // grow its buffer to twice its size.
+    let mut bytes = Vec::with_capacity(declared.unwrap_or(0) as usize);
     loop {
         let chunk = body.read(READ_CHUNK).map_err(ReadError::Broken)?;
         if chunk.is_empty() {

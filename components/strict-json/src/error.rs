@@ -27,7 +27,13 @@ pub enum Error {
         message: String,
     },
     /// An object holds two members whose names are equal after unescaping.
-    DuplicateMember { name: String, offset: usize },
+    /// `field` is where: the names of the enclosing members from the root,
+    /// then `name`, joined by `.` (an array adds no name).
+    DuplicateMember {
+        name: String,
+        field: String,
+        offset: usize,
+    },
     /// Something other than JSON whitespace follows the value.
     TrailingData { offset: usize },
     /// Arrays and objects nest deeper than `limit`.
@@ -97,6 +103,7 @@ mod tests {
             (
                 Error::DuplicateMember {
                     name: "a".into(),
+                    field: "a".into(),
                     offset: 5,
                 },
                 "duplicate member name \"a\"",

@@ -6,7 +6,7 @@
 //! names and a depth bound reported as a typed error. UTF-8 is checked before
 //! parsing so it, too, has its own error.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeSet;
 use std::fmt;
 
@@ -47,6 +47,7 @@ pub fn parse_with_max_depth(input: &[u8], max_depth: usize) -> Result<Json, Erro
     let context = Context {
         limit: max_depth.min(MAX_DEPTH),
         refusal: &refusal,
+        members: RefCell::new(Vec::new()),
     };
     let mut deserializer = serde_json::Deserializer::from_str(text);
     // `context.limit` bounds recursion instead; it is never above MAX_DEPTH.
@@ -59,7 +60,11 @@ pub fn parse_with_max_depth(input: &[u8], max_depth: usize) -> Result<Json, Erro
     let value = seed.deserialize(&mut deserializer).map_err(|err| {
         let offset = offset_of(text, &err);
         match refusal.take() {
-            Some(Refusal::Duplicate(name)) => Error::DuplicateMember { name, offset },
+            Some(Refusal::Duplicate { name, field }) => Error::DuplicateMember {
+                name,
+                field,
+                offset,
+            },
             Some(Refusal::TooDeep) => Error::TooDeep {
                 limit: context.limit,
                 offset,
@@ -82,7 +87,7 @@ fn is_json_whitespace(byte: u8) -> bool {
 /// A refusal the visitor detected. `serde_json` only carries message
 /// strings through a visitor's error, so the typed reason travels beside it.
 enum Refusal {
-    Duplicate(String),
+    Duplicate { name: String, field: String },
     TooDeep,
 }
 
@@ -91,12 +96,15 @@ struct Context<'a> {
     /// Set at most once, by the visitor that first refuses; parsing stops
     /// right after, since every visitor error is propagated unchanged.
     refusal: &'a Cell<Option<Refusal>>,
+    /// The names of the members whose values are being parsed, outermost
+    /// first (an array adds none): where a refusal is.
+    members: RefCell<Vec<String>>,
 }
 
 impl Context<'_> {
     fn refuse<E: de::Error>(&self, refusal: Refusal) -> E {
         let message = match &refusal {
-            Refusal::Duplicate(_) => "duplicate member name",
+            Refusal::Duplicate { .. } => "duplicate member name",
             Refusal::TooDeep => "nesting too deep",
         };
         self.refusal.set(Some(refusal));
@@ -198,10 +206,20 @@ impl<'de> Visitor<'de> for ValueSeed<'_> {
                 !names.insert(name.clone())
             };
             if duplicate {
-                return Err(self.context.refuse(Refusal::Duplicate(name)));
+                let mut path = self.context.members.borrow().clone();
+                path.push(name.clone());
+                let field = path.join(".");
+                return Err(self.context.refuse(Refusal::Duplicate { name, field }));
             }
-            let value = map.next_value_seed(member)?;
-            members.push((name, value));
+            self.context.members.borrow_mut().push(name);
+            let value = map.next_value_seed(member);
+            let name = self
+                .context
+                .members
+                .borrow_mut()
+                .pop()
+                .expect("pushed above");
+            members.push((name, value?));
         }
         Ok(Json::Object(Object { members }))
     }
@@ -381,6 +399,12 @@ mod tests {
             parse(br#"{"a":1,"a":2}"#),
             Err(Error::DuplicateMember { ref name, .. }) if name == "a"
         ));
+        // The field names the member from the root; a sibling that came
+        // and went before leaves no trace in it.
+        assert!(matches!(
+            parse(br#"{"p":{"q":1},"r":{"s":[],"s":2}}"#),
+            Err(Error::DuplicateMember { ref field, .. }) if field == "r.s"
+        ));
         // Equal values do not make a duplicate acceptable.
         assert!(matches!(
             parse(br#"{"a":null,"a":null}"#),
@@ -392,8 +416,13 @@ mod tests {
     fn duplicates_at_depth_refused() {
         let text = br#"{"x":[1,{"y":{"z":0,"w":[{"k":1,"q":2,"k":3}]}}]}"#;
         match parse(text) {
-            Err(Error::DuplicateMember { name, offset }) => {
+            Err(Error::DuplicateMember {
+                name,
+                field,
+                offset,
+            }) => {
                 assert_eq!(name, "k");
+                assert_eq!(field, "x.y.w.k");
                 let second_k = 38;
                 assert_eq!(&text[second_k..second_k + 3], b"\"k\"");
                 assert!((second_k..=second_k + 4).contains(&offset), "{offset}");

@@ -2,7 +2,7 @@
 
 use super::RequestState;
 use crate::bindings::{blobs, body};
-use crate::blobstore::{self, BlobReader, BlobStore, BlobWriter, WriteError};
+use crate::blobstore::{self, BlobReader, BlobStore, BlobWriter, StagedBlob, WriteError};
 use crate::body::IncomingBody;
 use std::sync::Arc;
 use wasmtime::component::Resource;
@@ -39,14 +39,14 @@ async fn commit(writer: BlobWriter) -> Result<blobs::BlobInfo, blobs::PutError> 
     }
 }
 
-/// Streams `body` into a new blob: exactly `length` bytes when given, else to
-/// the end; commits only at that clean end.
-async fn put_stream(
+/// Streams `body` into a new blob writer: exactly `length` bytes when
+/// given, else to the end. The writer is returned only at that clean end.
+async fn write_body(
     store: &Arc<BlobStore>,
     body: &mut IncomingBody,
     length: Option<u64>,
     cap: u64,
-) -> Result<blobs::BlobInfo, blobs::PutError> {
+) -> Result<BlobWriter, blobs::PutError> {
     let announced = length.or(body.declared_length());
     if announced.is_some_and(|n| n > cap) {
         return Err(blobs::PutError::TooLarge);
@@ -74,7 +74,7 @@ async fn put_stream(
         }
         writer.write(&chunk).map_err(put_error)?;
     }
-    commit(writer).await
+    Ok(writer)
 }
 
 impl blobs::Host for RequestState {
@@ -86,7 +86,27 @@ impl blobs::Host for RequestState {
     ) -> Result<Result<blobs::BlobInfo, blobs::PutError>> {
         let store = Arc::clone(&self.env.blobs);
         let body = self.table.get_mut(&body)?;
-        Ok(put_stream(&store, body, length, cap).await)
+        Ok(match write_body(&store, body, length, cap).await {
+            Ok(writer) => commit(writer).await,
+            Err(e) => Err(e),
+        })
+    }
+
+    async fn stage_from_body(
+        &mut self,
+        body: Resource<IncomingBody>,
+        cap: u64,
+    ) -> Result<Result<Resource<StagedBlob>, blobs::PutError>> {
+        let store = Arc::clone(&self.env.blobs);
+        let body = self.table.get_mut(&body)?;
+        let staged = match write_body(&store, body, None, cap).await {
+            Ok(writer) => writer.stage().map_err(put_error),
+            Err(e) => Err(e),
+        };
+        Ok(match staged {
+            Ok(staged) => Ok(self.table.push(staged)?),
+            Err(e) => Err(e),
+        })
     }
 
     async fn open(
@@ -143,6 +163,33 @@ impl blobs::HostBlobReader for RequestState {
     }
 
     async fn drop(&mut self, this: Resource<BlobReader>) -> Result<()> {
+        self.table.delete(this)?;
+        Ok(())
+    }
+}
+
+impl blobs::HostStagedBody for RequestState {
+    async fn info(&mut self, this: Resource<StagedBlob>) -> Result<blobs::BlobInfo> {
+        let staged = self.table.get(&this)?;
+        Ok(blobs::BlobInfo {
+            digest: staged.digest.to_vec(),
+            size: staged.size,
+        })
+    }
+
+    async fn open(
+        &mut self,
+        this: Resource<StagedBlob>,
+    ) -> Result<Result<Resource<IncomingBody>, String>> {
+        let staged = self.table.get(&this)?;
+        let size = staged.size;
+        Ok(match staged.open() {
+            Ok(file) => Ok(self.table.push(IncomingBody::from_file(file, size))?),
+            Err(e) => Err(e.to_string()),
+        })
+    }
+
+    async fn drop(&mut self, this: Resource<StagedBlob>) -> Result<()> {
         self.table.delete(this)?;
         Ok(())
     }

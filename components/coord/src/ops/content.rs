@@ -1,6 +1,6 @@
 //! `retain` and `fetch`: content in and out, streamed by the host.
 
-use crate::blobs;
+use crate::blobs::{self, StageError};
 use crate::facts::{self, Hash};
 use crate::journal;
 use crate::refusal::Refusal;
@@ -14,10 +14,12 @@ use sha2::{Digest, Sha256};
 /// Body reads when a body must be hashed here rather than retained.
 const HASH_CHUNK: u32 = 1 << 20;
 
-/// Streams the body into the bytes service, then verifies the proof over
-/// the body's digest (the blob's name). A carriage whose grants cannot
-/// authorize the request is not given storage: its body is hashed here and
-/// dropped, and the proof is then judged in the specification's order.
+/// Stages the body in the host while it is hashed, verifies the proof over
+/// that digest, and only then hands the bytes to the bytes service: a
+/// refused request leaves nothing named. A carriage whose grants cannot
+/// authorize the request is not even given staging: its body is hashed
+/// here and dropped, and the proof is then judged in the specification's
+/// order.
 pub fn retain(call: &mut Call<'_>) -> Result<Reply, Refusal> {
     let path = call.query.path.clone();
     let kind = Hash::parse(call.query.string("type").unwrap_or_default())
@@ -37,19 +39,33 @@ pub fn retain(call: &mut Call<'_>) -> Result<Reply, Refusal> {
         call.verify(&path)?;
         return Err(Refusal::Denied);
     }
-    let retained = blobs::put_streamed(call.body).map_err(|e| match e.code() {
-        Some("too_large") => Refusal::LimitExceeded("the body exceeds the per-object limit".into()),
-        Some("bad_request") => Refusal::invalid_request("the request body broke off"),
-        _ => e.into_refusal("bytes"),
+    let staged = blobs::stage(call.body).map_err(|e| match e {
+        StageError::TooLarge => {
+            Refusal::LimitExceeded("the body exceeds the per-object limit".into())
+        }
+        StageError::Broken => Refusal::invalid_request("the request body broke off"),
+        StageError::Storage(why) => Refusal::Unavailable(format!("staging the body: {why}")),
     })?;
-    let bytes = Hash::parse(&retained.name)
-        .ok_or_else(|| Refusal::Unavailable("the bytes service named the blob oddly".into()))?;
-    call.authenticate_with(BodyDigest::from_sha256(bytes.0))?;
+    let digest: [u8; 32] = staged
+        .info()
+        .digest
+        .try_into()
+        .map_err(|_| Refusal::Internal("the host staged a digest of another size".into()))?;
+    call.authenticate_with(BodyDigest::from_sha256(digest))?;
     call.verify(&path)?;
-    if !blobs::exists(&kind.to_string()).map_err(|e| e.into_refusal("bytes"))? {
+    // A descriptor may describe itself: it is retained by this very call.
+    let self_described = kind.0 == digest;
+    if !self_described && !blobs::exists(&kind.to_string()).map_err(|e| e.into_refusal("bytes"))? {
         return Err(Refusal::invalid_record(
             "type",
             "the interpretation descriptor is not retained",
+        ));
+    }
+    let retained = blobs::put_staged(&staged).map_err(|e| e.into_refusal("bytes"))?;
+    let bytes = Hash(digest);
+    if retained.name != bytes.to_string() {
+        return Err(Refusal::Unavailable(
+            "the bytes service named the staged body otherwise".into(),
         ));
     }
     Ok(Reply::Json(

@@ -64,6 +64,12 @@ pub fn create_artifact(
 ) -> Result<Reply, Refusal> {
     let path = request.path.clone();
     let publisher = call.verify(&path)?.principal;
+    if layout::classify(&path) != Position::Artifact {
+        return Err(Refusal::invalid(
+            "path",
+            "an artifact path is projects/<project>/artifacts/<artifact>",
+        ));
+    }
     let artifacts = organizer(call, &["projects", &path[1], "artifacts"])?;
     let (bytes, kind) = (
         request.artifact.bytes.to_string(),

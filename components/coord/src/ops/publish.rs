@@ -266,6 +266,7 @@ pub fn scoped_operation_id(
 }
 
 pub fn publish(call: &mut Call<'_>, request: PublishRequest) -> Result<Reply, Refusal> {
+    let publisher = call.verify(&request.path)?.principal;
     let position = layout::classify(&request.path);
     if !layout::is_publishable(position) {
         return Err(if position == Position::Outside {
@@ -275,8 +276,6 @@ pub fn publish(call: &mut Call<'_>, request: PublishRequest) -> Result<Reply, Re
         });
     }
     check_profile(&request)?;
-    let authorization = call.verify(&request.path)?;
-    let publisher = authorization.principal;
     let create_id = scoped_operation_id("leaf", &publisher, &request.operation_id, &request.path);
     let (leaf, created) = ensure_leaf(call, &request.path, &create_id)?;
     let normalized = json!({

@@ -99,8 +99,12 @@ fn entries_page(call: &Call<'_>, space: &Space, page: &Value) -> Value {
 
 /// One occurrence by reference: resolved to its path, then authorized
 /// there (request rule 10).
+///
+/// The authorization path is known only once the reference is resolved, so
+/// here the domain rules follow the proof and precede resolution.
 pub fn get(call: &mut Call<'_>) -> Result<Reply, Refusal> {
     call.authenticate()?;
+    crate::params::check_domains(&call.query)?;
     let root_id = call.query.string("root_id").unwrap_or_default().to_string();
     let space_id = call
         .query
