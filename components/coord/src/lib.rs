@@ -41,7 +41,7 @@ use lab_kit::reply::Replier;
 use params::Query;
 use refusal::Refusal;
 use serde_json::Value;
-use table::{BodyKind, Operation};
+use table::{BodyKind, Operation, Serve};
 use world::{Settings, World};
 
 /// Identity headers of every response on the operations listener.
@@ -239,8 +239,10 @@ fn operation(
     if op.body != BodyKind::Raw {
         call.authenticate()?;
     }
-    let decoded = request::decode(op, &call.json_body)?;
-    ops::run(&mut call, decoded)
+    match op.serve {
+        Serve::Query(handler) | Serve::Json { run: handler, .. } => handler(&mut call),
+        Serve::NotImplemented => Err(Refusal::NotImplemented(op.name)),
+    }
 }
 
 /// Whether the request has a body: a declared length, or bytes to read.

@@ -9,7 +9,7 @@ use crate::facts::{self, Artifact, EntryRef, Hash};
 use crate::layout;
 use crate::params::{self, Query, MAX_POSITION};
 use crate::refusal::Refusal;
-use crate::table::Operation;
+use crate::table::{Operation, Serve};
 use lab_coord_auth::{GrantKind, Principal};
 use lab_strict_json::{expect_object, parse, Json, Object, ShapeError};
 use std::collections::BTreeMap;
@@ -99,38 +99,39 @@ pub struct CreateProjectRequest {
     pub label: String,
 }
 
+/// Each request type as a [`Decoded`] (what the fuzzing checks inspect).
+macro_rules! decoded_from {
+    ($($variant:ident($request:ident),)*) => {$(
+        impl From<$request> for Decoded {
+            fn from(request: $request) -> Decoded {
+                Decoded::$variant(request)
+            }
+        }
+    )*};
+}
+
+decoded_from! {
+    Publish(PublishRequest),
+    CreateArtifact(CreateArtifactRequest),
+    CreateProject(CreateProjectRequest),
+    CreateCampaign(CreateCampaignRequest),
+    ProvisionWorker(ProvisionWorkerRequest),
+    RetireWorker(RetireWorkerRequest),
+    Assign(AssignRequest),
+}
+
 /// Whether this source serves `op` (decision 16: the others answer
 /// `not_implemented` before any proof is looked at).
 pub fn is_served(op: &Operation) -> bool {
-    !matches!(
-        op.name,
-        "declare" | "compose" | "apply" | "query" | "explain"
-    )
+    !matches!(op.serve, Serve::NotImplemented)
 }
 
+/// The body's strict decoding alone, as `op`'s row does it.
 pub fn decode(op: &Operation, body: &[u8]) -> Result<Decoded, Refusal> {
-    match op.name {
-        "resolve" | "children" | "entries" | "get" | "fetch" | "retain" | "snapshot" | "export" => {
-            Ok(Decoded::Query)
-        }
-        "publish" => object(body).and_then(publish).map(Decoded::Publish),
-        "create_artifact" => object(body)
-            .and_then(create_artifact)
-            .map(Decoded::CreateArtifact),
-        "create_project" => object(body)
-            .and_then(create_project)
-            .map(Decoded::CreateProject),
-        "create_campaign" => object(body)
-            .and_then(create_campaign)
-            .map(Decoded::CreateCampaign),
-        "provision_worker" => object(body)
-            .and_then(provision_worker)
-            .map(Decoded::ProvisionWorker),
-        "retire_worker" => object(body)
-            .and_then(retire_worker)
-            .map(Decoded::RetireWorker),
-        "assign" => object(body).and_then(assign).map(Decoded::Assign),
-        name => Err(Refusal::NotImplemented(name)),
+    match op.serve {
+        Serve::Query(_) => Ok(Decoded::Query),
+        Serve::Json { decode, .. } => decode(body),
+        Serve::NotImplemented => Err(Refusal::NotImplemented(op.name)),
     }
 }
 
@@ -165,7 +166,7 @@ pub fn check_query(query: &Query) -> Result<(), Refusal> {
     Ok(())
 }
 
-fn object(body: &[u8]) -> Result<Object, Refusal> {
+pub fn object(body: &[u8]) -> Result<Object, Refusal> {
     let json = parse(body).map_err(|e| {
         let message = format!("the body is not strict JSON: {e}");
         match e {
@@ -263,7 +264,7 @@ pub fn is_profile(profile: &str) -> bool {
             && version.bytes().all(|b| b.is_ascii_digit()))
 }
 
-fn publish(mut body: Object) -> Result<PublishRequest, Refusal> {
+pub fn publish(mut body: Object) -> Result<PublishRequest, Refusal> {
     let operation_id = operation_id(&mut body)?;
     let path = path(&mut body, "path")?;
     let profile = body.take_required_str("profile").map_err(shape)?;
@@ -298,7 +299,7 @@ fn publish(mut body: Object) -> Result<PublishRequest, Refusal> {
     })
 }
 
-fn create_artifact(mut body: Object) -> Result<CreateArtifactRequest, Refusal> {
+pub fn create_artifact(mut body: Object) -> Result<CreateArtifactRequest, Refusal> {
     let operation_id = operation_id(&mut body)?;
     let path = path(&mut body, "path")?;
     let mut artifact = body.take_required_object("artifact").map_err(shape)?;
@@ -314,7 +315,7 @@ fn create_artifact(mut body: Object) -> Result<CreateArtifactRequest, Refusal> {
     })
 }
 
-fn create_project(mut body: Object) -> Result<CreateProjectRequest, Refusal> {
+pub fn create_project(mut body: Object) -> Result<CreateProjectRequest, Refusal> {
     let operation_id = operation_id(&mut body)?;
     let label = body.take_required_str("label").map_err(shape)?;
     body.finish().map_err(shape)?;
@@ -331,7 +332,7 @@ fn label(body: &mut Object, field: &str) -> Result<String, Refusal> {
     Ok(label)
 }
 
-fn create_campaign(mut body: Object) -> Result<CreateCampaignRequest, Refusal> {
+pub fn create_campaign(mut body: Object) -> Result<CreateCampaignRequest, Refusal> {
     let operation_id = operation_id(&mut body)?;
     let label = label(&mut body, "label")?;
     let project = label_of(&mut body, "project")?;
@@ -351,7 +352,7 @@ fn label_of(body: &mut Object, field: &str) -> Result<String, Refusal> {
     Ok(label)
 }
 
-fn provision_worker(mut body: Object) -> Result<ProvisionWorkerRequest, Refusal> {
+pub fn provision_worker(mut body: Object) -> Result<ProvisionWorkerRequest, Refusal> {
     let operation_id = operation_id(&mut body)?;
     let project = label_of(&mut body, "project")?;
     let worker = label(&mut body, "worker")?;
@@ -401,7 +402,7 @@ fn provision_worker(mut body: Object) -> Result<ProvisionWorkerRequest, Refusal>
     })
 }
 
-fn retire_worker(mut body: Object) -> Result<RetireWorkerRequest, Refusal> {
+pub fn retire_worker(mut body: Object) -> Result<RetireWorkerRequest, Refusal> {
     let operation_id = operation_id(&mut body)?;
     let project = label_of(&mut body, "project")?;
     let worker = label_of(&mut body, "worker")?;
@@ -415,7 +416,7 @@ fn retire_worker(mut body: Object) -> Result<RetireWorkerRequest, Refusal> {
     })
 }
 
-fn assign(mut body: Object) -> Result<AssignRequest, Refusal> {
+pub fn assign(mut body: Object) -> Result<AssignRequest, Refusal> {
     let operation_id = operation_id(&mut body)?;
     let campaign = label_of(&mut body, "campaign")?;
     let assignment = label(&mut body, "assignment")?;

@@ -1,7 +1,17 @@
-//! The operation table: name, route, grant kind, parameters and body of
-//! every operation of the HTTP binding. The router, the parameter checks
-//! and the verifier all read it; `operations.json` documents the same rows.
+//! The operation table: name, route, grant kind, parameters, body and code
+//! of every operation of the HTTP binding. The router, the parameter
+//! checks, the verifier and the dispatch all read it; `operations.json`
+//! documents the same rows. An operation is one row: its decoder and its
+//! handler are paired by type ([`json`]), so nothing dispatches on a
+//! name.
 
+use crate::ops::{content, export, json, read};
+use crate::refusal::Refusal;
+use crate::request::{
+    AssignRequest, CreateArtifactRequest, CreateCampaignRequest, CreateProjectRequest, Decoded,
+    ProvisionWorkerRequest, PublishRequest, RetireWorkerRequest,
+};
+use crate::{Call, Reply};
 use lab_coord_auth::GrantKind;
 
 /// How a parameter is carried in the signing record.
@@ -24,6 +34,25 @@ pub enum BodyKind {
     Raw,
 }
 
+/// Serves one authenticated call.
+pub type Handler = for<'a, 'b> fn(&'a mut Call<'b>) -> Result<Reply, Refusal>;
+
+/// How a row is served.
+#[derive(Debug, Clone, Copy)]
+pub enum Serve {
+    /// Everything is in the query string (reads; `retain` streams its body
+    /// and authenticates once it is staged).
+    Query(Handler),
+    /// A JSON body: `decode` is its strict decoder alone, `run` decodes and
+    /// handles (both from [`ops::json`]).
+    Json {
+        decode: fn(&[u8]) -> Result<Decoded, Refusal>,
+        run: Handler,
+    },
+    /// Not served by this source: `not_implemented` before any proof.
+    NotImplemented,
+}
+
 /// One row of the table.
 #[derive(Debug)]
 pub struct Operation {
@@ -35,6 +64,7 @@ pub struct Operation {
     /// (name, kind, required)
     pub params: &'static [(&'static str, ParamKind, bool)],
     pub body: BodyKind,
+    pub serve: Serve,
 }
 
 use BodyKind as B;
@@ -52,6 +82,7 @@ pub const OPERATIONS: &[Operation] = &[
         grant: G::Read,
         params: &[PATH_REQUIRED],
         body: B::None,
+        serve: Serve::Query(read::resolve),
     },
     Operation {
         name: "children",
@@ -65,6 +96,7 @@ pub const OPERATIONS: &[Operation] = &[
             ("limit", P::Int, false),
         ],
         body: B::None,
+        serve: Serve::Query(read::children),
     },
     Operation {
         name: "entries",
@@ -78,6 +110,7 @@ pub const OPERATIONS: &[Operation] = &[
             ("limit", P::Int, false),
         ],
         body: B::None,
+        serve: Serve::Query(read::entries),
     },
     Operation {
         name: "get",
@@ -90,6 +123,7 @@ pub const OPERATIONS: &[Operation] = &[
             ("position", P::Int, true),
         ],
         body: B::None,
+        serve: Serve::Query(read::get),
     },
     Operation {
         name: "fetch",
@@ -98,6 +132,7 @@ pub const OPERATIONS: &[Operation] = &[
         grant: G::Read,
         params: &[PATH_REQUIRED, ("bytes", P::Str, true)],
         body: B::None,
+        serve: Serve::Query(content::fetch),
     },
     Operation {
         name: "snapshot",
@@ -106,6 +141,7 @@ pub const OPERATIONS: &[Operation] = &[
         grant: G::Read,
         params: &[PATH, ("depth", P::Int, false)],
         body: B::None,
+        serve: Serve::Query(read::snapshot),
     },
     Operation {
         name: "retain",
@@ -114,6 +150,7 @@ pub const OPERATIONS: &[Operation] = &[
         grant: G::Publish,
         params: &[PATH_REQUIRED, ("type", P::Str, true)],
         body: B::Raw,
+        serve: Serve::Query(content::retain),
     },
     Operation {
         name: "publish",
@@ -122,6 +159,7 @@ pub const OPERATIONS: &[Operation] = &[
         grant: G::Publish,
         params: &[],
         body: B::Json,
+        serve: json::<PublishRequest>(),
     },
     Operation {
         name: "create_artifact",
@@ -130,6 +168,7 @@ pub const OPERATIONS: &[Operation] = &[
         grant: G::Publish,
         params: &[],
         body: B::Json,
+        serve: json::<CreateArtifactRequest>(),
     },
     Operation {
         name: "declare",
@@ -138,6 +177,7 @@ pub const OPERATIONS: &[Operation] = &[
         grant: G::Declare,
         params: &[],
         body: B::Json,
+        serve: Serve::NotImplemented,
     },
     Operation {
         name: "compose",
@@ -146,6 +186,7 @@ pub const OPERATIONS: &[Operation] = &[
         grant: G::Publish,
         params: &[],
         body: B::Json,
+        serve: Serve::NotImplemented,
     },
     Operation {
         name: "apply",
@@ -154,6 +195,7 @@ pub const OPERATIONS: &[Operation] = &[
         grant: G::Publish,
         params: &[],
         body: B::Json,
+        serve: Serve::NotImplemented,
     },
     Operation {
         name: "query",
@@ -162,6 +204,7 @@ pub const OPERATIONS: &[Operation] = &[
         grant: G::Read,
         params: &[],
         body: B::Json,
+        serve: Serve::NotImplemented,
     },
     Operation {
         name: "explain",
@@ -170,6 +213,7 @@ pub const OPERATIONS: &[Operation] = &[
         grant: G::Read,
         params: &[],
         body: B::Json,
+        serve: Serve::NotImplemented,
     },
     Operation {
         name: "create_project",
@@ -178,6 +222,7 @@ pub const OPERATIONS: &[Operation] = &[
         grant: G::Provision,
         params: &[],
         body: B::Json,
+        serve: json::<CreateProjectRequest>(),
     },
     Operation {
         name: "provision_worker",
@@ -186,6 +231,7 @@ pub const OPERATIONS: &[Operation] = &[
         grant: G::Provision,
         params: &[],
         body: B::Json,
+        serve: json::<ProvisionWorkerRequest>(),
     },
     Operation {
         name: "retire_worker",
@@ -194,6 +240,7 @@ pub const OPERATIONS: &[Operation] = &[
         grant: G::Provision,
         params: &[],
         body: B::Json,
+        serve: json::<RetireWorkerRequest>(),
     },
     Operation {
         name: "create_campaign",
@@ -202,6 +249,7 @@ pub const OPERATIONS: &[Operation] = &[
         grant: G::Provision,
         params: &[],
         body: B::Json,
+        serve: json::<CreateCampaignRequest>(),
     },
     Operation {
         name: "assign",
@@ -210,6 +258,7 @@ pub const OPERATIONS: &[Operation] = &[
         grant: G::Provision,
         params: &[],
         body: B::Json,
+        serve: json::<AssignRequest>(),
     },
     Operation {
         name: "export",
@@ -218,6 +267,7 @@ pub const OPERATIONS: &[Operation] = &[
         grant: G::Provision,
         params: &[PATH, ("cursor", P::Str, false)],
         body: B::None,
+        serve: Serve::Query(export::export),
     },
 ];
 

@@ -229,3 +229,60 @@ fn collect_refs(value: &Value, out: &mut BTreeSet<String>) {
         _ => {}
     }
 }
+
+/// Every refusal a row lists is a row of the refusal table, and the
+/// OpenAPI operation of each routed row answers exactly the statuses its
+/// refusals, the request rules (400 `invalid`, 401, 403, 405, 413 for a
+/// body over the bound, 500) and its successes give.
+#[test]
+fn refusals_agree_with_the_refusal_table_and_openapi() {
+    let openapi = json(&dir().join("openapi.json"));
+    let status_of = |code: &str| {
+        lab_coord::refusal::REFUSALS
+            .iter()
+            .find(|(name, _, _)| *name == code)
+            .map(|(_, status, _)| *status)
+            .unwrap_or_else(|| panic!("`{code}` is not in the refusal table"))
+    };
+    for row in operations() {
+        let name = str_of(&row, "name");
+        let errors: Vec<&str> = row["errors"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{name} has no errors array"))
+            .iter()
+            .map(|e| e.as_str().expect("a refusal code"))
+            .collect();
+        let mut expected: BTreeSet<u16> = errors.iter().map(|e| status_of(e)).collect();
+        let Value::Object(http) = &row["http"] else {
+            continue;
+        };
+        // Every routed call can be refused by the request rules and the
+        // proof; a source may fail or not implement it.
+        for code in ["invalid", "unverified", "denied", "internal"] {
+            expected.insert(status_of(code));
+        }
+        expected.insert(405);
+        let method = str_of(&row["http"], "method").to_lowercase();
+        let operation = &openapi["paths"][str_of(&row["http"], "path")][method.as_str()];
+        assert!(
+            operation.is_object(),
+            "{name}: no OpenAPI operation {http:?}"
+        );
+        let listed: BTreeSet<u16> = operation["responses"]
+            .as_object()
+            .unwrap_or_else(|| panic!("{name}: no responses"))
+            .keys()
+            .map(|k| k.parse().unwrap_or_else(|_| panic!("{name}: status {k}")))
+            .collect();
+        let refusals: BTreeSet<u16> = listed.iter().copied().filter(|s| *s >= 400).collect();
+        if operation["requestBody"].is_object() {
+            // A body over its bound is 413 with an `invalid` envelope.
+            expected.insert(413);
+        }
+        assert_eq!(refusals, expected, "{name}: OpenAPI refusal statuses");
+        assert!(
+            listed.iter().any(|s| (200..300).contains(s)),
+            "{name}: no success status"
+        );
+    }
+}

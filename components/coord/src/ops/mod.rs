@@ -16,31 +16,63 @@ use crate::backend::CallError;
 use crate::facts;
 use crate::journal::Space;
 use crate::refusal::Refusal;
-use crate::request::Decoded;
+use crate::request::{
+    self, AssignRequest, CreateArtifactRequest, CreateCampaignRequest, CreateProjectRequest,
+    Decoded, ProvisionWorkerRequest, PublishRequest, RetireWorkerRequest,
+};
+use crate::table::Serve;
 use crate::world::World;
 use crate::{Call, Reply};
 use base64::Engine as _;
+use lab_strict_json::Object;
 use serde_json::{json, Value};
 
-pub fn run(call: &mut Call<'_>, decoded: Decoded) -> Result<Reply, Refusal> {
-    match (call.op.name, decoded) {
-        ("resolve", _) => read::resolve(call),
-        ("children", _) => read::children(call),
-        ("entries", _) => read::entries(call),
-        ("get", _) => read::get(call),
-        ("fetch", _) => content::fetch(call),
-        ("retain", _) => content::retain(call),
-        (_, Decoded::Publish(request)) => publish::publish(call, request),
-        (_, Decoded::CreateArtifact(request)) => provision::create_artifact(call, request),
-        (_, Decoded::CreateProject(request)) => provision::create_project(call, request),
-        (_, Decoded::CreateCampaign(request)) => provision::create_campaign(call, request),
-        (_, Decoded::ProvisionWorker(request)) => provision::provision_worker(call, request),
-        (_, Decoded::RetireWorker(request)) => provision::retire_worker(call, request),
-        (_, Decoded::Assign(request)) => provision::assign(call, request),
-        ("snapshot", _) => read::snapshot(call),
-        ("export", _) => export::export(call),
-        (name, _) => Err(Refusal::NotImplemented(name)),
+/// A request type of a JSON operation, paired with its strict decoder and
+/// its handler: a table row names the type ([`json`]), so a decoder can
+/// reach no other handler.
+pub trait JsonOperation: Sized + Into<Decoded> {
+    fn decode(body: Object) -> Result<Self, Refusal>;
+    fn handle(self, call: &mut Call<'_>) -> Result<Reply, Refusal>;
+}
+
+/// How a table row serves the JSON operation of request type `R`.
+pub const fn json<R: JsonOperation>() -> Serve {
+    Serve::Json {
+        decode: decode_json::<R>,
+        run: run_json::<R>,
     }
+}
+
+fn decode_json<R: JsonOperation>(body: &[u8]) -> Result<Decoded, Refusal> {
+    R::decode(request::object(body)?).map(Into::into)
+}
+
+fn run_json<R: JsonOperation>(call: &mut Call<'_>) -> Result<Reply, Refusal> {
+    R::decode(request::object(&call.json_body)?)?.handle(call)
+}
+
+/// Each JSON request type with its decoder and its handler.
+macro_rules! json_operations {
+    ($($request:ident => $decode:path, $handle:path;)*) => {$(
+        impl JsonOperation for $request {
+            fn decode(body: Object) -> Result<Self, Refusal> {
+                $decode(body)
+            }
+            fn handle(self, call: &mut Call<'_>) -> Result<Reply, Refusal> {
+                $handle(call, self)
+            }
+        }
+    )*};
+}
+
+json_operations! {
+    PublishRequest => request::publish, publish::publish;
+    CreateArtifactRequest => request::create_artifact, provision::create_artifact;
+    CreateProjectRequest => request::create_project, provision::create_project;
+    CreateCampaignRequest => request::create_campaign, provision::create_campaign;
+    ProvisionWorkerRequest => request::provision_worker, provision::provision_worker;
+    RetireWorkerRequest => request::retire_worker, provision::retire_worker;
+    AssignRequest => request::assign, provision::assign;
 }
 
 /// A read of a journal refused: `invalid` keeps its field (a cutoff inside
