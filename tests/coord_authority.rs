@@ -634,96 +634,76 @@ fn references_in_bodies_do_not_reveal_what_the_caller_cannot_read() {
         201,
     );
 
-    // assign: `read` on each input's space is needed.
-    let answer = coord.ok(
-        &admin,
-        &Req::json(
-            "provision_worker",
-            "workers",
-            &provisioning(
-                "w",
-                &Principal::of(&key(91)).to_string(),
-                json!([]),
-                "alpha",
-                now() + 3600,
+    // assign: `read` on the worker and on each input's space is needed.
+    let worker_state = |worker: &str, seed: u8, project: &str| {
+        let answer = coord.ok(
+            &admin,
+            &Req::json(
+                "provision_worker",
+                "workers",
+                &provisioning(
+                    worker,
+                    &Principal::of(&key(seed)).to_string(),
+                    json!([]),
+                    project,
+                    now() + 3600,
+                ),
             ),
-        ),
-        201,
-    );
-    let in_alpha = answer["state"]["entry"].clone();
-    let beta_worker = coord.ok(
-        &admin,
-        &Req::json(
-            "provision_worker",
-            "workers",
-            &provisioning(
-                "v",
-                &Principal::of(&key(92)).to_string(),
-                json!([]),
-                "beta",
-                now() + 3600,
-            ),
-        ),
-        201,
-    );
-    let in_beta = beta_worker["state"]["entry"].clone();
+            201,
+        );
+        answer["state"]["entry"].clone()
+    };
+    let in_w = worker_state("w", 91, "alpha");
+    let in_u = worker_state("u", 92, "alpha");
+    let in_beta = worker_state("v", 93, "beta");
     let unknown = json!({
-        "root_id": in_alpha["root_id"], "space_id": "spc_00000000000000000000000000000000",
+        "root_id": in_w["root_id"], "space_id": "spc_00000000000000000000000000000000",
         "position": 1,
     });
-    let assignment = |name: &str, input: &Value| {
+    let assignment = |name: &str, worker: &str, inputs: Value| {
         json!({
             "operation_id": format!("as-{name}"), "campaign": "c1", "assignment": name,
-            "worker": "w", "inputs": [input], "outputs": [],
+            "worker": worker, "inputs": inputs, "outputs": [],
         })
     };
-    let assigner = coord.holder(93, &[GrantKind::Provision], "campaigns/c1");
-    for input in [&in_alpha, &unknown] {
-        coord
-            .send(
-                &assigner,
-                &Req::json("assign", "assignments", &assignment("a1", input)),
-            )
-            .assert_error(403, "denied");
+    let assign =
+        |who: &Holder, body: &Value| coord.send(who, &Req::json("assign", "assignments", body));
+
+    // Without `read` on the worker's space, whether the worker exists is
+    // not told.
+    let bare = coord.holder(94, &[GrantKind::Provision], "campaigns/c1");
+    for worker in ["w", "ghost"] {
+        assign(&bare, &assignment("a1", worker, json!([]))).assert_error(403, "denied");
+    }
+    assign(&admin, &assignment("a1", "ghost", json!([]))).assert_error(409, "unresolved");
+
+    // Reading the worker does not make its neighbours' or another
+    // project's journals citable; an unknown space looks the same.
+    let mut assigner = bare.clone();
+    assigner.grants.push(coord.grant(
+        &assigner.key,
+        GrantKind::Read,
+        "projects/alpha/workers/w",
+        now() + DAY,
+    ));
+    for input in [&in_u, &in_beta, &unknown] {
+        assign(&assigner, &assignment("a1", "w", json!([input]))).assert_error(403, "denied");
     }
     assert_eq!(coord.resolve("campaigns/c1/assignments/a1"), Value::Null);
-    coord
-        .send(
-            &admin,
-            &Req::json("assign", "assignments", &assignment("a2", &unknown)),
-        )
-        .assert_error(404, "not_found");
-    let mut beyond = in_alpha.clone();
+
+    // A caller who may read the world is told what is absent.
+    assign(&admin, &assignment("a2", "w", json!([unknown]))).assert_error(404, "not_found");
+    let mut beyond = in_w.clone();
     beyond["position"] = json!(99);
-    let response = coord.send(
-        &admin,
-        &Req::json("assign", "assignments", &assignment("a2", &beyond)),
-    );
+    let response = assign(&admin, &assignment("a2", "w", json!([beyond])));
     response.assert_error(409, "unresolved");
     assert_eq!(response.json()["details"]["reference"], beyond);
 
-    let mut alpha_reader = assigner.clone();
-    alpha_reader.grants.push(coord.grant(
-        &alpha_reader.key,
-        GrantKind::Read,
-        "projects/alpha/workers",
-        now() + DAY,
-    ));
-    coord
-        .send(
-            &alpha_reader,
-            &Req::json("assign", "assignments", &assignment("a1", &in_beta)),
-        )
-        .assert_error(403, "denied");
-    coord
-        .send(
-            &alpha_reader,
-            &Req::json("assign", "assignments", &assignment("a1", &unknown)),
-        )
-        .assert_error(403, "denied");
-    coord.ok(
-        &alpha_reader,
-        &Req::json("assign", "assignments", &assignment("a1", &in_alpha)),
+    let assigned = assign(&assigner, &assignment("a1", "w", json!([in_w])));
+    assert_eq!(
+        assigned.status,
         201,
+        "{}",
+        String::from_utf8_lossy(&assigned.body)
     );
 }

@@ -447,6 +447,8 @@ pub fn assign(call: &mut Call<'_>, request: AssignRequest) -> Result<Reply, Refu
         .ok_or_else(|| Refusal::Unavailable("the campaign's state names no project".into()))?
         .to_string();
     let worker_path = strings(&["projects", &project, "workers", &request.worker]);
+    // The worker is a reference too: `read` on its space before resolving.
+    call.authorize(GrantKind::Read, &worker_path)?;
     if call.world.resolve(&worker_path)?.is_none() {
         return Err(Refusal::Unresolved {
             reference: json!({ "worker": request.worker }),
