@@ -336,19 +336,28 @@ pub fn issue_grant_unchecked(
 /// once valid is never revisited, so cycles and long chains end. Each
 /// (child, parent) pair costs at most one signature check.
 pub fn valid_grants(grants: &[Grant], world: &str, root: &Principal, now: u64) -> Vec<bool> {
-    valid_grants_with(grants, world, root, now, keys::check_strict)
+    valid_grants_with(grants, world, root, now, keys::check_strict, &[])
 }
 
-/// [`valid_grants`] with the given strict signature check.
+/// [`valid_grants`] with the given strict signature check, and with the
+/// grants marked in `revoked` (`revoked[i]` for `grants[i]`; a missing
+/// entry is false) never valid: no chain passes through a revoked grant,
+/// so every grant derived from it is not valid either.
 pub fn valid_grants_with(
     grants: &[Grant],
     world: &str,
     root: &Principal,
     now: u64,
     check: SignatureCheck,
+    revoked: &[bool],
 ) -> Vec<bool> {
     let digests: Vec<String> = grants.iter().map(Grant::digest).collect();
-    let unexpired: Vec<bool> = grants.iter().map(|g| now < g.valid_until).collect();
+    // Usable: unexpired and not revoked; only a usable grant can be valid.
+    let unexpired: Vec<bool> = grants
+        .iter()
+        .enumerate()
+        .map(|(i, g)| now < g.valid_until && revoked.get(i) != Some(&true))
+        .collect();
     let mut valid = vec![false; grants.len()];
     // Parents whose pairing with a child has been tried (only tried once a
     // parent is valid, so a failed try never needs repeating).
@@ -490,6 +499,45 @@ mod tests {
         assert_eq!(
             valid_grants(&[parent, child], WORLD, &root(), 100),
             [false, false]
+        );
+    }
+
+    #[test]
+    fn revoked_grant_invalidates_every_chain_through_it() {
+        let parent = issue_grant(
+            &key(1),
+            WORLD,
+            fields(2, GrantKind::Read, &["p"], 100),
+            None,
+        )
+        .unwrap();
+        let child = issue_grant(
+            &key(2),
+            WORLD,
+            fields(3, GrantKind::Read, &["p", "q"], 90),
+            Some(&parent),
+        )
+        .unwrap();
+        let grandchild = issue_grant(
+            &key(3),
+            WORLD,
+            fields(4, GrantKind::Read, &["p", "q"], 80),
+            Some(&child),
+        )
+        .unwrap();
+        let chain = [parent, child, grandchild];
+        let check = keys::check_strict;
+        assert_eq!(
+            valid_grants_with(&chain, WORLD, &root(), 50, check, &[false; 3]),
+            [true, true, true]
+        );
+        assert_eq!(
+            valid_grants_with(&chain, WORLD, &root(), 50, check, &[true, false, false]),
+            [false, false, false]
+        );
+        assert_eq!(
+            valid_grants_with(&chain, WORLD, &root(), 50, check, &[false, true, false]),
+            [true, false, false]
         );
     }
 

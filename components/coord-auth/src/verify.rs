@@ -208,7 +208,29 @@ impl Verifier {
         path: &[String],
         now: u64,
     ) -> Result<Authorization, AuthError<E>> {
-        let valid = valid_grants_with(&carriage.grants, &self.world, &self.root, now, self.check);
+        self.authorize_unrevoked(carriage, principal, kind, path, now, &[])
+    }
+
+    /// [`Verifier::authorize`] with the carriage's grants marked in
+    /// `revoked` (`revoked[i]` for `carriage.grants[i]`) treated as not
+    /// valid, and so every chain through them.
+    pub fn authorize_unrevoked<E>(
+        &self,
+        carriage: &Carriage,
+        principal: &Principal,
+        kind: GrantKind,
+        path: &[String],
+        now: u64,
+        revoked: &[bool],
+    ) -> Result<Authorization, AuthError<E>> {
+        let valid = valid_grants_with(
+            &carriage.grants,
+            &self.world,
+            &self.root,
+            now,
+            self.check,
+            revoked,
+        );
         carriage
             .grants
             .iter()

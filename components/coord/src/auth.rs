@@ -14,8 +14,12 @@ const PAIRS: &str = "replay";
 /// `expiry (8 bytes, big-endian) ‖ principal ‖ 0x00 ‖ nonce` → empty: the
 /// pairs in expiry order, so expired ones are found without a full scan.
 const EXPIRY: &str = "replay-expiry";
-/// Principals whose worker was retired → the retirement's record entry.
-const RETIRED: &str = "retired";
+/// Digests of grants a retirement revoked → the retirement's record entry.
+/// Never removed: a revoked grant stays revoked.
+const REVOKED: &str = "revoked-grants";
+/// A principal provisioned for a worker → that worker's path (RFC 8785
+/// JSON). Never removed: one key is one worker, for ever.
+const WORKER_KEYS: &str = "worker-keys";
 /// Expired pairs removed per remembered pair: more than one, so the cache
 /// shrinks back after a burst.
 const PRUNE_PER_INSERT: u32 = 4;
@@ -158,8 +162,8 @@ pub fn authenticate(
         .map_err(refusal)
 }
 
-/// Step 5: a grant chain for `kind` on `path` (labels below the world),
-/// for a principal that no retirement has closed.
+/// Step 5: a grant chain for `kind` on `path` (labels below the world)
+/// through no revoked grant.
 pub fn authorize(
     settings: &Settings,
     carriage: &Carriage,
@@ -167,13 +171,32 @@ pub fn authorize(
     kind: GrantKind,
     path: &[String],
 ) -> Result<Authorization, Refusal> {
-    if is_retired(principal)? {
-        return Err(Refusal::Denied);
-    }
+    let revoked = revoked(carriage)?;
     settings
         .verifier()
-        .authorize(carriage, principal, kind, path, now())
+        .authorize_unrevoked(carriage, principal, kind, path, now(), &revoked)
         .map_err(refusal)
+}
+
+/// Which of the carriage's grants a retirement revoked, in its order.
+fn revoked(carriage: &Carriage) -> Result<Vec<bool>, Refusal> {
+    if carriage.grants.is_empty() {
+        return Ok(Vec::new());
+    }
+    let txn = kv::begin_read().map_err(store_unavailable)?;
+    carriage
+        .grants
+        .iter()
+        .map(|grant| {
+            txn.get(REVOKED, grant.digest().as_bytes())
+                .map(|found| found.is_some())
+                .map_err(store_unavailable)
+        })
+        .collect()
+}
+
+fn store_unavailable(error: kv::KvError) -> Refusal {
+    Refusal::Unavailable(format!("store: {error:?}"))
 }
 
 /// Whether the principal may read the whole world: request rule 10 tells
@@ -196,23 +219,45 @@ pub fn absent(
     }
 }
 
-/// Whether a retired worker held this principal.
-pub fn is_retired(principal: &Principal) -> Result<bool, Refusal> {
-    kv::begin_read()
-        .and_then(|txn| txn.get(RETIRED, principal.as_bytes()))
-        .map(|found| found.is_some())
-        .map_err(|e| Refusal::Unavailable(format!("store: {e:?}")))
+/// Revokes grants by digest, durably (committed and synced before it
+/// returns): from then on no chain through any of them authorizes.
+pub fn revoke(digests: &[String], record: &[u8]) -> Result<(), Refusal> {
+    let writes: Vec<kv::TableWrite> = digests
+        .iter()
+        .map(|digest| kv::TableWrite {
+            table: REVOKED.into(),
+            key: digest.as_bytes().to_vec(),
+            value: record.to_vec(),
+        })
+        .collect();
+    kv::begin_write()
+        .and_then(|txn| txn.commit_with(&writes))
+        .map_err(store_unavailable)
 }
 
-/// Closes a principal's window: from now on no grant authorizes it.
-pub fn retire(principal: &Principal, record: &[u8]) -> Result<(), Refusal> {
-    kv::begin_write()
-        .and_then(|txn| {
-            txn.commit_with(&[kv::TableWrite {
-                table: RETIRED.into(),
+/// Binds `principal` to the worker at `worker` (its path), durably, unless
+/// it is bound to another worker: answers whether the principal is now
+/// this worker's. The check and the binding are one step, so two
+/// provisionings racing for one key cannot both win it.
+pub fn bind_worker_key(principal: &Principal, worker: &[String]) -> Result<bool, Refusal> {
+    let path = serde_json::to_vec(worker)
+        .map_err(|e| Refusal::Internal(format!("a worker path as JSON: {e}")))?;
+    let txn = kv::begin_write().map_err(store_unavailable)?;
+    match txn
+        .get(WORKER_KEYS, principal.as_bytes())
+        .map_err(store_unavailable)?
+    {
+        Some(bound) => {
+            txn.abort();
+            Ok(bound == path)
+        }
+        None => txn
+            .commit_with(&[kv::TableWrite {
+                table: WORKER_KEYS.into(),
                 key: principal.as_bytes().to_vec(),
-                value: record.to_vec(),
+                value: path,
             }])
-        })
-        .map_err(|e| Refusal::Unavailable(format!("store: {e:?}")))
+            .map(|()| true)
+            .map_err(store_unavailable),
+    }
 }

@@ -166,6 +166,10 @@ pub fn create_campaign(
 ) -> Result<Reply, Refusal> {
     let path = strings(&["campaigns", &request.label]);
     let publisher = call.verify(&path)?.principal;
+    // The project is a reference: cited only by a caller who may read it,
+    // so its existence is told to no one else (request rule 10).
+    let project_path = strings(&["projects", &request.project]);
+    call.authorize(GrantKind::Read, &project_path)?;
     organizer(call, &["projects", &request.project])?;
     let campaigns = organizer(call, &["campaigns"])?;
     let operation_id = scoped_operation_id("campaign", &publisher, &request.operation_id, &[]);
@@ -212,10 +216,10 @@ pub fn provision_worker(
             ));
         }
     }
-    if auth::is_retired(&request.principal)? {
+    if request.principal == call.settings.root {
         return Err(Refusal::invalid(
             "principal",
-            "this principal belonged to a retired worker; a new worker takes a new key",
+            "the world's root key cannot be a worker",
         ));
     }
     if request.valid_until > authorization.valid_until {
@@ -223,6 +227,9 @@ pub fn provision_worker(
             "valid_until",
             "the worker's grants may not outlive the provisioner's authority",
         ));
+    }
+    for permission in &request.permissions {
+        covered_by_provisioner(call, &permission.path, request.valid_until)?;
     }
     let issuer = call
         .settings
@@ -235,12 +242,19 @@ pub fn provision_worker(
         ));
     };
     let workers = organizer(call, &["projects", &request.project, "workers"])?;
+    if !auth::bind_worker_key(&request.principal, &worker_path)? {
+        return Err(Refusal::invalid(
+            "principal",
+            "this key was provisioned for another worker; a worker takes a key of its own",
+        ));
+    }
     let operation_id = scoped_operation_id("worker", &publisher, &request.operation_id, &[]);
     let created = journal::create(&workers, &request.worker, &operation_id, None)
         .map_err(creation_refusal)?;
     ensure_child(&created.child, "notes", &setup_operation_id("notes"))
         .map_err(|e| e.into_refusal("journal"))?;
     let mut grants = Vec::new();
+    let mut digests = Vec::new();
     for permission in &request.permissions {
         let grant = issue_grant(
             &issuer,
@@ -254,6 +268,7 @@ pub fn provision_worker(
             None,
         )
         .map_err(|e| Refusal::Internal(format!("issuing a grant: {e}")))?;
+        digests.push(grant.digest());
         grants.push(grant.to_json());
     }
     let permissions: Vec<Value> = request
@@ -288,6 +303,7 @@ pub fn provision_worker(
                 "principal": request.principal.to_string(),
                 "permissions": permissions,
                 "valid_until": request.valid_until,
+                "grants": digests,
             }),
             expected_cutoff: None,
             normalized,
@@ -326,8 +342,8 @@ pub fn retire_worker(call: &mut Call<'_>, request: RetireWorkerRequest) -> Resul
         .world
         .resolve(&state_path)?
         .ok_or_else(|| Refusal::NotFound("no such worker".into()))?;
-    let principal = first_record(&state)?
-        .and_then(|provisioned| provisioned["principal"].as_str().and_then(Principal::parse))
+    let provisioned = first_record(&state)?
+        .and_then(Provisioned::read)
         .ok_or_else(|| {
             Refusal::Unavailable("the worker's provisioning record is unreadable".into())
         })?;
@@ -345,27 +361,77 @@ pub fn retire_worker(call: &mut Call<'_>, request: RetireWorkerRequest) -> Resul
             path: state_path,
             operation_id: &request.operation_id,
             profile: "coord/worker-state/1",
-            record: json!({ "status": "retired", "principal": principal.to_string() }),
+            record: json!({ "status": "retired", "principal": provisioned.principal.to_string() }),
             expected_cutoff: request.expected_cutoff,
             normalized,
         },
     )?;
     // After the record (also on a replay, which finishes a retirement a
-    // crash interrupted): no grant authorizes the principal any more.
-    auth::retire(&principal, record["entry"].to_string().as_bytes())?;
+    // crash interrupted), and durably before the answer: the grants the
+    // provisioning issued, and every delegation derived from them, no
+    // longer authorize. The principal's other grants are untouched.
+    auth::revoke(&provisioned.grants, record["entry"].to_string().as_bytes())?;
     Ok(publish_result(record, created, replayed))
 }
 
-/// Whether an occurrence reference resolves inside the world: its space
-/// is the world's or below it, and its position is committed.
-fn resolves(call: &Call<'_>, entry: &EntryRef) -> Result<bool, Refusal> {
+/// What a worker's provisioning record says retirement must close.
+struct Provisioned {
+    principal: Principal,
+    /// Digests of the grants the provisioning issued.
+    grants: Vec<String>,
+}
+
+impl Provisioned {
+    fn read(record: Value) -> Option<Provisioned> {
+        if record["status"] != "active" {
+            return None;
+        }
+        let principal = record["principal"].as_str().and_then(Principal::parse)?;
+        let grants = record["grants"]
+            .as_array()?
+            .iter()
+            .map(|d| d.as_str().map(String::from))
+            .collect::<Option<Vec<_>>>()?;
+        Some(Provisioned { principal, grants })
+    }
+}
+
+/// Attenuation of provisioning: a permission the service issues on `path`
+/// until `valid_until` must be covered by one of the caller's own valid
+/// `provision` grants at or above `path` that lasts at least as long.
+/// Otherwise the caller would widen authority it cannot show: `denied`.
+fn covered_by_provisioner(
+    call: &Call<'_>,
+    path: &[String],
+    valid_until: u64,
+) -> Result<(), Refusal> {
+    let covering = call.authorize(GrantKind::Provision, path)?;
+    if covering.valid_until < valid_until {
+        return Err(Refusal::Denied);
+    }
+    Ok(())
+}
+
+/// An input of `assign`, authorized where it resolves (request rule 10):
+/// a reference outside the world is `not_found` for a caller who may read
+/// the world and `denied` otherwise; inside it, `read` on its space is
+/// required (`denied`); a readable space whose head is short of the
+/// position leaves the input `unresolved`.
+fn authorize_input(call: &Call<'_>, entry: &EntryRef) -> Result<(), Refusal> {
     let space = journal::resolve_id(&entry.root_id, &entry.space_id)
         .map_err(|e| e.into_refusal("journal"))?;
-    let Some(space) = space.filter(|s| call.world.world_path(s).is_some()) else {
-        return Ok(false);
+    let Some((space, path)) = space.and_then(|s| call.world.world_path(&s).map(|p| (s, p))) else {
+        return Err(call.absent("an input does not resolve in this world"));
     };
+    call.authorize(GrantKind::Read, &path)?;
     let head = journal::head(&space).map_err(|e| e.into_refusal("journal"))?;
-    Ok(entry.position <= head)
+    if entry.position > head {
+        return Err(Refusal::Unresolved {
+            reference: entry.to_json(),
+            message: "this input's position is beyond its journal's head".into(),
+        });
+    }
+    Ok(())
 }
 
 pub fn assign(call: &mut Call<'_>, request: AssignRequest) -> Result<Reply, Refusal> {
@@ -387,6 +453,8 @@ pub fn assign(call: &mut Call<'_>, request: AssignRequest) -> Result<Reply, Refu
         .ok_or_else(|| Refusal::Unavailable("the campaign's state names no project".into()))?
         .to_string();
     let worker_path = strings(&["projects", &project, "workers", &request.worker]);
+    // The worker is a reference too: `read` on its space before resolving.
+    call.authorize(GrantKind::Read, &worker_path)?;
     if call.world.resolve(&worker_path)?.is_none() {
         return Err(Refusal::Unresolved {
             reference: json!({ "worker": request.worker }),
@@ -394,12 +462,7 @@ pub fn assign(call: &mut Call<'_>, request: AssignRequest) -> Result<Reply, Refu
         });
     }
     for input in &request.inputs {
-        if !resolves(call, input)? {
-            return Err(Refusal::Unresolved {
-                reference: input.to_json(),
-                message: "this input does not resolve in the world".into(),
-            });
-        }
+        authorize_input(call, input)?;
     }
     for output in &request.outputs {
         let under_worker = output.starts_with(&worker_path);
