@@ -129,7 +129,8 @@ pub struct Settings {
     /// component instance each, and the one instance of another service a
     /// request may be calling). More wait up to `--instance-wait-ms`, then
     /// are refused with 503 `unavailable`.
-    #[arg(long, env = "LAB_MAX_CONCURRENT_REQUESTS", default_value_t = 64)]
+    #[arg(long, env = "LAB_MAX_CONCURRENT_REQUESTS", default_value_t = 64,
+          value_parser = clap::value_parser!(u32).range(1..))]
     pub max_concurrent_requests: u32,
 
     /// Instances each service keeps for its operational routes (`GET
@@ -139,7 +140,7 @@ pub struct Settings {
     pub operational_instances: u32,
 
     /// Milliseconds a request waits for a free instance of its service, or
-    /// an instance for more memory, before it is refused with 503
+    /// for memory its instance grows into, before it is refused with 503
     /// `unavailable` and `Retry-After`.
     #[arg(long, env = "LAB_INSTANCE_WAIT_MS", default_value_t = 2_000)]
     pub instance_wait_ms: u64,
@@ -159,7 +160,8 @@ pub struct Settings {
     /// Open connections one listener serves; past it a connection is
     /// answered 503 `unavailable` with `Retry-After` and closed (and past
     /// twice it, the listener stops accepting until one closes).
-    #[arg(long, env = "LAB_MAX_CONNECTIONS", default_value_t = 1024)]
+    #[arg(long, env = "LAB_MAX_CONNECTIONS", default_value_t = 1024,
+          value_parser = clap::value_parser!(u32).range(1..))]
     pub max_connections: u32,
 
     /// Milliseconds a client has to send a request's head, from the start
