@@ -154,7 +154,7 @@ pub struct Settings {
     /// their base. A growth that cannot be charged within
     /// `--instance-wait-ms` is denied, and its request refused with 503
     /// `unavailable`.
-    #[arg(long, env = "LAB_MEMORY_BUDGET_MIB", default_value_t = 1024)]
+    #[arg(long, env = "LAB_MEMORY_BUDGET_MIB", default_value_t = 512)]
     pub memory_budget_mib: u64,
 
     /// Open connections one listener serves; past it a connection is
