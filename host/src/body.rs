@@ -10,6 +10,7 @@ use bytes::{Buf, Bytes};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::BodyExt;
 use hyper::body::{Body, Frame, SizeHint};
+use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -21,6 +22,75 @@ pub type RawBody = UnsyncBoxBody<Bytes, BoxError>;
 
 /// What a body that was handed on reads as until it is given back.
 const HANDED_ON: &str = "the body was forwarded to another service";
+
+/// A body whose reader waits at most `idle` for each next frame; past it
+/// the body fails (its reader sees an aborted body). The wait is counted
+/// only while someone waits: a reader busy elsewhere loses nothing.
+pub fn with_idle_limit(body: RawBody, idle: std::time::Duration) -> RawBody {
+    IdleLimited {
+        body: Some(body),
+        idle,
+        deadline: None,
+    }
+    .boxed_unsync()
+}
+
+struct IdleLimited {
+    /// None once the body ended or timed out.
+    body: Option<RawBody>,
+    idle: std::time::Duration,
+    /// Set while a reader waits for a frame.
+    deadline: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl Body for IdleLimited {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = self.get_mut();
+        let Some(body) = this.body.as_mut() else {
+            return Poll::Ready(None);
+        };
+        match Pin::new(body).poll_frame(cx) {
+            Poll::Ready(frame) => {
+                this.deadline = None;
+                if frame.is_none() {
+                    this.body = None;
+                }
+                Poll::Ready(frame)
+            }
+            Poll::Pending => {
+                let idle = this.idle;
+                let deadline = this
+                    .deadline
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(idle)));
+                match deadline.as_mut().poll(cx) {
+                    Poll::Pending => Poll::Pending,
+                    Poll::Ready(()) => {
+                        this.body = None;
+                        this.deadline = None;
+                        let message = format!("no body bytes for {} ms", idle.as_millis());
+                        Poll::Ready(Some(Err(message.into())))
+                    }
+                }
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.as_ref().is_none_or(|b| b.is_end_stream())
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body
+            .as_ref()
+            .map_or_else(|| SizeHint::with_exact(0), |b| b.size_hint())
+    }
+}
 
 /// A request body read in arrival order. After a transport failure every
 /// read fails with the same reason; after the clean end every read is empty.
@@ -385,6 +455,37 @@ mod tests {
         let first = raw.frame().await.unwrap().unwrap().into_data().unwrap();
         assert_eq!(first, Bytes::from_static(b"bcd"));
         assert!(raw.frame().await.unwrap().is_err());
+    }
+
+    /// A body whose sender sent one frame and then went quiet.
+    struct Stalled(bool);
+
+    impl Body for Stalled {
+        type Data = Bytes;
+        type Error = BoxError;
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+            if std::mem::replace(&mut self.0, false) {
+                Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(b"x")))))
+            } else {
+                Poll::Pending
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_body_idle_past_its_limit_reads_as_aborted() {
+        let raw = with_idle_limit(
+            Stalled(true).boxed_unsync(),
+            std::time::Duration::from_millis(50),
+        );
+        let mut body = IncomingBody::new(raw, Some(10));
+        assert_eq!(body.read(10).await.unwrap(), Bytes::from_static(b"x"));
+        let failure = body.read(10).await.unwrap_err();
+        assert!(failure.contains("no body bytes for 50 ms"), "{failure}");
+        assert!(body.read(10).await.is_err(), "the failure sticks");
     }
 
     #[tokio::test]

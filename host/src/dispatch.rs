@@ -1,9 +1,9 @@
 //! One HTTP request through a service component, and its response back out.
 
 use crate::bindings::{services, types::Header, WitRequest, WitResponse};
-use crate::body::{BoxError, IncomingBody, PeerBody};
+use crate::body::{with_idle_limit, BoxError, IncomingBody, PeerBody};
 use crate::parts::{self, Part};
-use crate::service::Service;
+use crate::service::{Admission, InstanceError, Service, NO_MEMORY};
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
@@ -82,6 +82,44 @@ fn header_value(text: &str) -> HeaderValue {
     HeaderValue::from_str(text).unwrap_or_else(|_| HeaderValue::from_static("invalid"))
 }
 
+/// Seconds a client refused for want of capacity is told to wait.
+const RETRY_AFTER_SECONDS: &str = "1";
+
+/// A 503 `unavailable` with `Retry-After`: the host is at one of its limits.
+pub fn unavailable(service: &Service, message: &str) -> HttpResponse {
+    let mut response = host_error(service, 503, "unavailable", message);
+    response.headers_mut().insert(
+        hyper::header::RETRY_AFTER,
+        HeaderValue::from_static(RETRY_AFTER_SECONDS),
+    );
+    response
+}
+
+/// Why a request got no answer from its component.
+enum Failure {
+    /// A limit of the host (instances, memory): worth retrying.
+    Unavailable(&'static str),
+    Internal(anyhow::Error),
+}
+
+impl From<anyhow::Error> for Failure {
+    fn from(e: anyhow::Error) -> Self {
+        Failure::Internal(e)
+    }
+}
+
+impl From<wasmtime::Error> for Failure {
+    fn from(e: wasmtime::Error) -> Self {
+        Failure::Internal(e.into())
+    }
+}
+
+impl From<wasmtime::component::ResourceTableError> for Failure {
+    fn from(e: wasmtime::component::ResourceTableError) -> Self {
+        Failure::Internal(e.into())
+    }
+}
+
 /// Serves one request on the operations listener.
 pub async fn serve(
     service: Arc<Service>,
@@ -90,7 +128,11 @@ pub async fn serve(
     let started = Instant::now();
     let (operation, response) = match run(&service, request).await {
         Ok(done) => done,
-        Err(e) => {
+        Err(Failure::Unavailable(why)) => {
+            tracing::debug!(service = service.name, why, "request refused at a limit");
+            (None, unavailable(&service, why))
+        }
+        Err(Failure::Internal(e)) => {
             tracing::error!(
                 service = service.name,
                 error = format!("{e:#}"),
@@ -121,10 +163,21 @@ pub async fn serve(
     Ok(response)
 }
 
+/// What a request from a listener is admitted as, decided from its head
+/// alone: the operational routes have instances kept for them.
+fn admission(parts: &hyper::http::request::Parts) -> Admission {
+    let operational = matches!(parts.uri.path(), "/livez" | "/healthz");
+    if operational && parts.method == hyper::Method::GET {
+        Admission::Operational
+    } else {
+        Admission::Request
+    }
+}
+
 async fn run(
     service: &Service,
     request: hyper::Request<Incoming>,
-) -> anyhow::Result<(Option<String>, HttpResponse)> {
+) -> Result<(Option<String>, HttpResponse), Failure> {
     let (parts, body) = request.into_parts();
     let declared = parts
         .headers
@@ -144,14 +197,29 @@ async fn run(
             })
             .collect(),
     };
-    let body = IncomingBody::new(body.map_err(|e| e.into()).boxed_unsync(), declared);
+    let body = with_idle_limit(
+        body.map_err(|e| e.into()).boxed_unsync(),
+        service.env.body_read_timeout,
+    );
+    let body = IncomingBody::new(body, declared);
 
-    let (mut instance, _permit) = service.instantiate(false).await?;
+    let (mut instance, _permit) = match service.instantiate(admission(&parts)).await {
+        Ok(admitted) => admitted,
+        Err(InstanceError::Unavailable(why)) => return Err(Failure::Unavailable(why)),
+        Err(InstanceError::Failed(e)) => return Err(e.into()),
+    };
     let body = instance.store.data_mut().table.push(body)?;
     let handler = instance.service.lab_platform_handler();
-    let wit_response = handler
+    let wit_response = match handler
         .call_handle(&mut instance.store, &wit_request, body)
-        .await?;
+        .await
+    {
+        Ok(response) => response,
+        Err(_) if instance.store.data().limits.denied() => {
+            return Err(Failure::Unavailable(NO_MEMORY))
+        }
+        Err(e) => return Err(e.into()),
+    };
     let operation = wit_response.operation.clone();
     let response = into_http(wit_response, &mut instance.store.data_mut().table).await?;
     Ok((operation, response))
@@ -211,6 +279,14 @@ pub async fn call(
     };
     let (answer, _) = answer_call(service, head, IncomingBody::from_bytes(request.body)).await;
     let answer = answer?;
+    // Bounded like a remote answer (`remote::Remote::call`).
+    let length = parts::known_length(&answer.parts);
+    anyhow::ensure!(
+        length <= service.env.max_call_answer as u64,
+        "the answer of {} passes {} bytes",
+        service.name,
+        service.env.max_call_answer
+    );
     Ok(services::ServiceResponse {
         status: answer.status,
         headers: answer.headers,
@@ -259,7 +335,7 @@ async fn answer_call(
         query,
         headers: head.headers,
     };
-    let (mut instance, _permit) = match service.instantiate(true).await {
+    let (mut instance, _) = match service.instantiate(Admission::Nested).await {
         Ok(ready) => ready,
         Err(e) => return (Err(e.into()), Some(body)),
     };

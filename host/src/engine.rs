@@ -37,8 +37,9 @@ pub fn start_epoch_ticker(engine: &Engine) -> Result<()> {
     Ok(())
 }
 
-/// The engine for service components, with a pool of `slots` instances.
-pub fn engine(slots: u32) -> Result<Engine> {
+/// The engine for service components, with a pool of `slots` instances,
+/// each keeping `base_memory` bytes resident between requests.
+pub fn engine(slots: u32, base_memory: usize) -> Result<Engine> {
     let mut pool = PoolingAllocationConfig::default();
     pool.total_component_instances(slots)
         .total_core_instances(slots * 8)
@@ -46,9 +47,10 @@ pub fn engine(slots: u32) -> Result<Engine> {
         .total_tables(slots * 4)
         .total_stacks(slots)
         .max_memory_size(MAX_INSTANCE_MEMORY)
-        // Reusing a slot keeps its pages resident and resets them in place;
-        // returning them to the kernel and faulting them back costs more.
-        .linear_memory_keep_resident(4 << 20)
+        // Reusing a slot keeps its base resident and resets it in place;
+        // returning it to the kernel and faulting it back costs more. Pages
+        // beyond the base go back to the kernel (design.md, "Limits" 5).
+        .linear_memory_keep_resident(base_memory)
         .table_keep_resident(64 << 10)
         .pagemap_scan(Enabled::Auto);
     let mut config = Config::new();
@@ -145,7 +147,7 @@ mod tests {
     /// never sees the key-value store.
     #[test]
     fn the_bytes_component_imports_only_what_it_uses() {
-        let engine = engine(4).unwrap();
+        let engine = engine(4, 4 << 20).unwrap();
         let component = Component::new(&engine, crate::components::BYTES).unwrap();
         let ty = component.component_type();
         let imports: Vec<String> = ty

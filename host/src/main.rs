@@ -7,7 +7,8 @@
 //!   ids, log, runtime, config, services).
 //! - [`body`], [`blobstore`], [`kv`]: request and peer bodies, blob files,
 //!   the key-value store.
-//! - [`service`]: a hosted service and its swappable component.
+//! - [`service`]: a hosted service, its swappable component and its
+//!   instance budget; [`memory`]: the budget of instance memory.
 //! - [`dispatch`]: one HTTP request (or one call between services) through
 //!   a component; [`parts`], [`relay`]: response bodies out.
 //! - [`remote`]: services hosted by another labd.
@@ -25,6 +26,7 @@ mod engine;
 mod keys;
 mod kv;
 mod management;
+mod memory;
 mod metrics;
 mod parts;
 mod relay;
@@ -72,13 +74,33 @@ struct Plan {
 async fn run(settings: Settings) -> Result<()> {
     std::fs::create_dir_all(&settings.data_dir)
         .with_context(|| format!("create the data directory {}", settings.data_dir.display()))?;
+    let _data_dir_lock = lock_data_dir(&settings.data_dir)?;
     let cache = Some(
         settings
             .cache_dir
             .clone()
             .unwrap_or_else(|| settings.data_dir.join("cache")),
     );
-    let engine = engine::engine(settings.max_concurrent_requests)?;
+    let instance_limits = service::InstanceLimits {
+        requests: settings.max_concurrent_requests,
+        operational: settings.operational_instances,
+        wait: Duration::from_millis(settings.instance_wait_ms),
+    };
+    let base_memory = settings.instance_base_memory_mib << 20;
+    let memory = memory::MemoryBudget::new(
+        settings.memory_budget_mib << 20,
+        base_memory,
+        Duration::from_millis(settings.instance_wait_ms),
+    );
+    let max_call_answer =
+        usize::try_from(settings.max_call_answer_bytes).context("--max-call-answer-bytes")?;
+    let listener_limits = server::ListenerLimits {
+        connections: settings.max_connections,
+        header_read_timeout: Duration::from_millis(settings.header_read_timeout_ms),
+    };
+    // The pool holds every hosted service's budget (design.md, "Limits" 3).
+    let hosted = u32::try_from(settings.services.len()).context("--services")?;
+    let engine = engine::engine(instance_limits.pool_slots() * hosted, memory.base())?;
     let linker = engine::linker(&engine)?;
     engine::start_epoch_ticker(&engine)?;
     let blobs = Arc::new(
@@ -117,7 +139,7 @@ async fn run(settings: Settings) -> Result<()> {
     let remotes = settings
         .remotes
         .iter()
-        .map(|spec| remote::Remote::parse(spec))
+        .map(|spec| remote::Remote::parse(spec, max_call_answer))
         .collect::<Result<Vec<_>>>()?;
     // Plan order is start order: a service may call the ones before it
     // while it prepares.
@@ -185,6 +207,9 @@ async fn run(settings: Settings) -> Result<()> {
             peers: Arc::clone(&peers),
             config: Arc::new(config),
             compute_limit: Duration::from_millis(settings.compute_limit_ms),
+            memory: Arc::clone(&memory),
+            max_call_answer,
+            body_read_timeout: Duration::from_millis(settings.body_read_timeout_ms),
         });
         let service = Service::start(
             env,
@@ -193,7 +218,7 @@ async fn run(settings: Settings) -> Result<()> {
             linker.clone(),
             source,
             cache.clone(),
-            settings.max_concurrent_requests,
+            instance_limits,
         )
         .await
         .map_err(anyhow::Error::from)
@@ -230,15 +255,21 @@ async fn run(settings: Settings) -> Result<()> {
     let mut servers = Vec::new();
     for (service, operations, management_listener) in listeners {
         let operations_service = Arc::clone(&service);
+        let refusing_service = Arc::clone(&service);
+        let refusal = move || dispatch::unavailable(&refusing_service, "too many connections");
         servers.push(tokio::spawn(server::serve(
             operations,
             move |request| dispatch::serve(Arc::clone(&operations_service), request),
+            refusal.clone(),
+            listener_limits,
             stopped.clone(),
             grace,
         )));
         servers.push(tokio::spawn(server::serve(
             management_listener,
             move |request| management::serve(Arc::clone(&service), request),
+            refusal,
+            listener_limits,
             stopped.clone(),
             grace,
         )));
@@ -252,6 +283,30 @@ async fn run(settings: Settings) -> Result<()> {
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Locks `<data-dir>/lock` for as long as the returned file is open: two
+/// labd on one data directory would remove each other's staging files and
+/// share one LMDB writer's invariants (design.md, "Limits" 7).
+fn lock_data_dir(dir: &std::path::Path) -> Result<std::fs::File> {
+    let path = dir.join("lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("open {}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => anyhow::bail!(
+            "the data directory {} is in use by another labd (it holds {})",
+            dir.display(),
+            path.display()
+        ),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(e).with_context(|| format!("lock {}", path.display()))
+        }
+    }
 }
 
 async fn bind(address: std::net::SocketAddr) -> Result<TcpListener> {

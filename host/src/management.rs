@@ -4,7 +4,7 @@
 //! |---|---|
 //! | `GET /livez` | 200 `{status: "ok"}` while the host runs |
 //! | `GET /healthz` | the service's own `healthz`, as its component answers it |
-//! | `GET /metrics` | Prometheus text: the service's requests, and the key-value store's commits |
+//! | `GET /metrics` | Prometheus text: the service's requests, the key-value store's commits, the instance memory budget |
 //! | `GET /component` | `{service, digest}` of the component now loaded |
 //! | `POST /reload` | reloads the component from its file; `{service, digest}` |
 
@@ -73,6 +73,7 @@ pub async fn serve(
         "/metrics" => {
             let mut text = service.metrics.render(&service.loaded().digest);
             text.push_str(&kv_metrics(service.env.kv.store().stats()));
+            text.push_str(&memory_metrics(&service.env.memory));
             let mut response = hyper::Response::new(ResponseBody::whole(text));
             response.headers_mut().insert(
                 "content-type",
@@ -119,6 +120,20 @@ fn kv_metrics(stats: &crate::kv::Stats) -> String {
          lab_kv_transactions_total {}\n",
         stats.groups.load(Relaxed),
         stats.transactions.load(Relaxed)
+    )
+}
+
+/// The budget of instance memory (shared by every service).
+fn memory_metrics(memory: &crate::memory::MemoryBudget) -> String {
+    format!(
+        "# HELP lab_memory_budget_bytes Instance memory beyond the instances' base the host allows.\n\
+         # TYPE lab_memory_budget_bytes gauge\n\
+         lab_memory_budget_bytes {}\n\
+         # HELP lab_memory_charged_bytes Instance memory beyond the base in use now.\n\
+         # TYPE lab_memory_charged_bytes gauge\n\
+         lab_memory_charged_bytes {}\n",
+        memory.budget_bytes(),
+        memory.charged_bytes()
     )
 }
 

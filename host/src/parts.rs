@@ -86,6 +86,18 @@ pub fn small(parts: &[Part], inline_blob_bytes: u64) -> bool {
     blob_bytes <= inline_blob_bytes
 }
 
+/// Bytes `parts` hold, relays not counted.
+pub fn known_length(parts: &[Part]) -> u64 {
+    parts
+        .iter()
+        .map(|part| match part {
+            Part::Bytes(bytes) => bytes.len() as u64,
+            Part::Blob { length, .. } => *length,
+            Part::Relay { .. } => 0,
+        })
+        .fold(0, u64::saturating_add)
+}
+
 /// Reads bytes and blob slices into one buffer; a relay has no place in a
 /// body read whole.
 pub fn read_whole(parts: Vec<Part>) -> anyhow::Result<Vec<u8>> {

@@ -11,21 +11,20 @@ use hyper::body::Incoming;
 use hyper::header::{HeaderName, HeaderValue};
 use tokio::net::TcpStream;
 
-/// Largest answer accepted from a remote service.
-const MAX_ANSWER_BYTES: usize = 64 << 20;
-
 /// A remote service: its name (checked against `Lab-Service` on every
-/// answer) and the base URL of its operations listener.
+/// answer), the base URL of its operations listener and the largest answer
+/// `call` reads whole from it.
 #[derive(Debug, Clone)]
 pub struct Remote {
     name: String,
     authority: String,
     base_path: String,
+    max_answer: usize,
 }
 
 impl Remote {
     /// From `NAME=URL`; only `http://host:port[/prefix]` URLs.
-    pub fn parse(spec: &str) -> Result<Remote> {
+    pub fn parse(spec: &str, max_answer: usize) -> Result<Remote> {
         let (name, url) = spec.split_once('=').context("a remote is NAME=URL")?;
         let rest = url
             .strip_prefix("http://")
@@ -43,6 +42,7 @@ impl Remote {
             base_path: format!("/{}", path.trim_end_matches('/'))
                 .trim_end_matches('/')
                 .to_string(),
+            max_answer,
         })
     }
 
@@ -62,7 +62,7 @@ impl Remote {
             .boxed_unsync();
         let answer = self.send(head, body).await?;
         let (status, headers) = head_of(&answer);
-        let body = Limited::new(answer.into_body(), MAX_ANSWER_BYTES)
+        let body = Limited::new(answer.into_body(), self.max_answer)
             .collect()
             .await
             .map_err(|e| anyhow::anyhow!("reading the answer of {}: {e}", self.name))?
@@ -151,7 +151,7 @@ mod tests {
 
     #[test]
     fn parses_name_and_url() {
-        let remote = Remote::parse("journal=http://10.0.0.2:8092").unwrap();
+        let remote = Remote::parse("journal=http://10.0.0.2:8092", 1 << 20).unwrap();
         assert_eq!(
             (
                 remote.name(),
@@ -160,7 +160,7 @@ mod tests {
             ),
             ("journal", "10.0.0.2:8092", "")
         );
-        let mounted = Remote::parse("journal=http://h:1/api/operations/").unwrap();
+        let mounted = Remote::parse("journal=http://h:1/api/operations/", 1 << 20).unwrap();
         assert_eq!(mounted.base_path, "/api/operations");
         for bad in [
             "journal",
@@ -168,7 +168,7 @@ mod tests {
             "journal=http://h",
             "journal=http://:1",
         ] {
-            assert!(Remote::parse(bad).is_err(), "{bad}");
+            assert!(Remote::parse(bad, 1 << 20).is_err(), "{bad}");
         }
     }
 }

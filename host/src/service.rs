@@ -4,15 +4,16 @@
 use crate::bindings::{ServiceIdentity, ServicePre};
 use crate::capabilities::{RequestState, ServiceEnv};
 use crate::engine::{self, EPOCH_TICK, MAX_INSTANCE_MEMORY};
+use crate::memory::MemoryLimiter;
 use crate::metrics::Metrics;
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
-use std::time::Instant;
-use tokio::sync::Semaphore;
+use std::time::{Duration, Instant};
+use tokio::sync::{Semaphore, SemaphorePermit};
 use wasmtime::component::Linker;
 use wasmtime::error::Context;
 use wasmtime::Result;
-use wasmtime::{Engine, Store, StoreLimitsBuilder, UpdateDeadline};
+use wasmtime::{Engine, Store, UpdateDeadline};
 
 /// Where a service's component comes from.
 #[derive(Debug, Clone)]
@@ -42,9 +43,76 @@ pub struct Service {
     /// The component new requests start on. A request holds its own `Arc`,
     /// so a swap never disturbs requests in flight.
     current: RwLock<Arc<Loaded>>,
-    /// One permit per pool slot: requests beyond it wait instead of failing.
-    slots: Semaphore,
+    budget: InstanceBudget,
+    /// One reload at a time: the pool holds one prepare's instances per
+    /// service (design.md, "Limits" 3).
+    reloading: tokio::sync::Mutex<()>,
 }
+
+/// How many instances of one service may run at once, and how long a
+/// request waits for one (design.md, "Limits" 3).
+#[derive(Debug, Clone, Copy)]
+pub struct InstanceLimits {
+    /// Instances for requests of any route.
+    pub requests: u32,
+    /// Instances kept for the operational routes beyond `requests`.
+    pub operational: u32,
+    pub wait: Duration,
+}
+
+impl InstanceLimits {
+    /// Pool slots one service needs: each admitted request's instance and
+    /// the instance of another service it may be calling, and the same for
+    /// one `prepare`.
+    pub fn pool_slots(&self) -> u32 {
+        (self.requests + self.operational + 1) * 2
+    }
+}
+
+struct InstanceBudget {
+    requests: Semaphore,
+    operational: Semaphore,
+    wait: Duration,
+}
+
+/// What a request is admitted as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    /// A request of the service's listener: one of its budget's instances.
+    Request,
+    /// `GET /livez` or `GET /healthz`: one of the budget's instances if one
+    /// is free at once, else one kept for these routes.
+    Operational,
+    /// A call from another service's instance, which holds an admission
+    /// that covers it (a calling instance makes one call at a time, and an
+    /// instance answering a call makes none).
+    Nested,
+}
+
+/// The message of a request refused for want of an instance.
+pub const NO_INSTANCE: &str = "every instance of the service is busy";
+/// The message of a request refused for want of memory.
+pub const NO_MEMORY: &str = "the host's memory for requests is in use";
+
+/// Why no instance was made.
+#[derive(Debug)]
+pub enum InstanceError {
+    /// No instance of the budget, or no memory for one, came free in time:
+    /// [`NO_INSTANCE`] or [`NO_MEMORY`].
+    Unavailable(&'static str),
+    Failed(wasmtime::Error),
+}
+
+impl std::fmt::Display for InstanceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            InstanceError::Unavailable(why) => f.write_str(why),
+            InstanceError::Failed(e) => write!(f, "{e:#}"),
+        }
+    }
+}
+
+impl std::error::Error for InstanceError {}
 
 /// An instantiated component with its per-request store.
 pub struct Instance {
@@ -62,7 +130,7 @@ impl Service {
         linker: Linker<RequestState>,
         source: ComponentSource,
         cache: Option<PathBuf>,
-        slots: u32,
+        limits: InstanceLimits,
     ) -> Result<Service> {
         let wasm = read_source(&source)?;
         let prepared = engine::prepare(&engine, &linker, &wasm, cache.as_deref())?;
@@ -82,7 +150,12 @@ impl Service {
             source,
             cache,
             current: RwLock::new(Arc::new(loaded)),
-            slots: Semaphore::new(slots as usize),
+            budget: InstanceBudget {
+                requests: Semaphore::new(limits.requests as usize),
+                operational: Semaphore::new(limits.operational as usize),
+                wait: limits.wait,
+            },
+            reloading: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -102,6 +175,7 @@ impl Service {
         let ComponentSource::File(path) = &self.source else {
             wasmtime::bail!("this service runs its built-in component; start it with a component path to reload");
         };
+        let _one_reload = self.reloading.lock().await;
         let path = path.clone();
         let this = Arc::clone(self);
         let prepared = tokio::task::spawn_blocking(move || {
@@ -121,23 +195,47 @@ impl Service {
         Ok(digest.to_string())
     }
 
-    /// A fresh instance of the current component, once a pool slot is free.
-    /// `nested`: the instance answers another service's call.
+    /// A fresh instance of the current component, admitted as `admission`;
+    /// the permit (none for a nested call) is the request's for as long as
+    /// the instance lives.
     pub async fn instantiate(
         &self,
-        nested: bool,
-    ) -> Result<(Instance, tokio::sync::SemaphorePermit<'_>)> {
-        let permit = self
-            .slots
-            .acquire()
-            .await
-            .context("the service is shutting down")?;
+        admission: Admission,
+    ) -> Result<(Instance, Option<SemaphorePermit<'_>>), InstanceError> {
+        let permit = match admission {
+            Admission::Nested => None,
+            Admission::Request => Some(self.admit(&self.budget.requests).await?),
+            Admission::Operational => Some(match self.budget.requests.try_acquire() {
+                Ok(permit) => permit,
+                Err(_) => self.admit(&self.budget.operational).await?,
+            }),
+        };
         let loaded = self.loaded();
         let started = Instant::now();
+        let nested = admission == Admission::Nested;
         let mut store = new_store(&self.engine, &self.env, Arc::clone(&loaded.digest), nested);
-        let service = loaded.pre.instantiate_async(&mut store).await?;
+        let service = loaded
+            .pre
+            .instantiate_async(&mut store)
+            .await
+            .map_err(|e| {
+                if store.data().limits.denied() {
+                    InstanceError::Unavailable(NO_MEMORY)
+                } else {
+                    InstanceError::Failed(e)
+                }
+            })?;
         self.metrics.observe_instantiation(started.elapsed());
         Ok((Instance { store, service }, permit))
+    }
+
+    /// A permit of `pool`, waited for at most the budget's wait.
+    async fn admit<'a>(&self, pool: &'a Semaphore) -> Result<SemaphorePermit<'a>, InstanceError> {
+        match tokio::time::timeout(self.budget.wait, pool.acquire()).await {
+            Ok(Ok(permit)) => Ok(permit),
+            Ok(Err(closed)) => Err(InstanceError::Failed(closed.into())),
+            Err(_) => Err(InstanceError::Unavailable(NO_INSTANCE)),
+        }
     }
 }
 
@@ -148,13 +246,10 @@ fn new_store(
     digest: Arc<str>,
     nested: bool,
 ) -> Store<RequestState> {
-    let limits = StoreLimitsBuilder::new()
-        .memory_size(MAX_INSTANCE_MEMORY)
-        .instances(64)
-        .build();
+    let limits = MemoryLimiter::new(Arc::clone(&env.memory), MAX_INSTANCE_MEMORY);
     let state = RequestState::new(Arc::clone(env), digest, limits, nested);
     let mut store = Store::new(engine, state);
-    store.limiter(|s| &mut s.limits);
+    store.limiter_async(|s| &mut s.limits);
     // Each epoch tick that finds the instance running WebAssembly counts
     // against its compute budget and yields its thread to other requests;
     // time spent waiting in host calls counts as at most one tick, so a slow

@@ -125,10 +125,61 @@ pub struct Settings {
     #[arg(long, env = "LAB_LMDB_MAP_SIZE", default_value_t = 64 << 30)]
     pub lmdb_map_size: usize,
 
-    /// Requests one service runs at once (one component instance each);
-    /// more wait for a free instance.
-    #[arg(long, env = "LAB_MAX_CONCURRENT_REQUESTS", default_value_t = 256)]
+    /// Requests one service runs at once (its instance budget: one
+    /// component instance each, and the one instance of another service a
+    /// request may be calling). More wait up to `--instance-wait-ms`, then
+    /// are refused with 503 `unavailable`.
+    #[arg(long, env = "LAB_MAX_CONCURRENT_REQUESTS", default_value_t = 64,
+          value_parser = clap::value_parser!(u32).range(1..))]
     pub max_concurrent_requests: u32,
+
+    /// Instances each service keeps for its operational routes (`GET
+    /// /livez`, `GET /healthz`) beyond its budget, so that a service full
+    /// of slow requests still answers them.
+    #[arg(long, env = "LAB_OPERATIONAL_INSTANCES", default_value_t = 2)]
+    pub operational_instances: u32,
+
+    /// Milliseconds a request waits for a free instance of its service, or
+    /// for memory its instance grows into, before it is refused with 503
+    /// `unavailable` and `Retry-After`.
+    #[arg(long, env = "LAB_INSTANCE_WAIT_MS", default_value_t = 2_000)]
+    pub instance_wait_ms: u64,
+
+    /// MiB of linear memory every instance may use without charge; the
+    /// pool keeps this much of a slot resident between requests.
+    #[arg(long, env = "LAB_INSTANCE_BASE_MEMORY_MIB", default_value_t = 4)]
+    pub instance_base_memory_mib: u64,
+
+    /// MiB of linear memory all instances together may grow to beyond
+    /// their base. A growth that cannot be charged within
+    /// `--instance-wait-ms` is denied, and its request refused with 503
+    /// `unavailable`.
+    #[arg(long, env = "LAB_MEMORY_BUDGET_MIB", default_value_t = 512)]
+    pub memory_budget_mib: u64,
+
+    /// Open connections one listener serves; past it a connection is
+    /// answered 503 `unavailable` with `Retry-After` and closed (and past
+    /// twice it, the listener stops accepting until one closes).
+    #[arg(long, env = "LAB_MAX_CONNECTIONS", default_value_t = 1024,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: u32,
+
+    /// Milliseconds a client has to send a request's head, from the start
+    /// of a connection or the end of the previous response; past it the
+    /// connection is closed.
+    #[arg(long, env = "LAB_HEADER_READ_TIMEOUT_MS", default_value_t = 10_000)]
+    pub header_read_timeout_ms: u64,
+
+    /// Milliseconds a component waits for the next bytes of a request body;
+    /// past it the body reads as aborted, and the connection is closed
+    /// after the response.
+    #[arg(long, env = "LAB_BODY_READ_TIMEOUT_MS", default_value_t = 30_000)]
+    pub body_read_timeout_ms: u64,
+
+    /// Largest answer, in bytes, a service's `services.call` reads whole
+    /// from another service, co-hosted or remote.
+    #[arg(long, env = "LAB_MAX_CALL_ANSWER_BYTES", default_value_t = 64 << 20)]
+    pub max_call_answer_bytes: u64,
 
     /// Milliseconds of WebAssembly compute one request may use (waiting on
     /// the network or the disk does not count); past it the request is a

@@ -15,6 +15,14 @@
 //! | `POST /forward?key=S&value=T` | `call-streaming` of `POST T` to S with its own body forwarded; answers the peer's status and body (read through `response-body`), or 502 |
 //! | `GET /config?key=K` | the service's setting K, or 404 |
 //! | `GET /relay?key=S&value=T&sha=HEX&len=N` | `call-streaming` of `GET T` to S; answers 200, `content-length: N` and the peer's body as a relay verified against N and HEX, or 502 |
+//! | `GET /livez`, `GET /healthz` | 200 |
+//! | `POST /hold?key=N` | grows its memory by N MiB (and touches it), then reads its body to the end; answers the body's length, or 400 when the body broke off |
+//! | `POST /kv/fill?key=N` | one write transaction: puts N entries into the table `fill` |
+//! | `GET /kv/scan?key=N` | scans the table `fill` asking for N entries; answers how many came |
+//! | `POST /blob/put` | `put-from-body` of its body with the largest cap; answers the size, or 413 `too-large` |
+//! | `POST /blob/write?key=N` | writes N bytes through a `blob-writer` with the largest cap; answers the size, or 413 `too-large` |
+//! | `GET /get?key=S&value=T` | `call` of `GET T` to S; answers the peer's status and body, or 502 with the call's error |
+//! | `POST /call-writing?key=S&value=T` | opens a write transaction, then tries `call` and `call-streaming` of `GET T` to S; answers 409 with both refusals, or 200 when either went through |
 
 use lab_guest::exports::lab::platform::handler::{
     BodyPart, Guest, Request, Response, ServiceIdentity, VerifiedRelay,
@@ -22,7 +30,7 @@ use lab_guest::exports::lab::platform::handler::{
 use lab_guest::lab::platform::body::IncomingBody;
 use lab_guest::lab::platform::services::{self, ResponseBody, ServiceRequest};
 use lab_guest::lab::platform::types::Header;
-use lab_guest::lab::platform::{config, kv};
+use lab_guest::lab::platform::{blobs, config, kv};
 use lab_kit::reply::Replier;
 use std::sync::OnceLock;
 
@@ -102,14 +110,7 @@ impl Guest for Probe {
                 }
             }
             ("POST", "/call") => {
-                let mut bytes = Vec::new();
-                loop {
-                    let chunk = body.read(64 * 1024).expect("read the body");
-                    if chunk.is_empty() {
-                        break;
-                    }
-                    bytes.extend_from_slice(&chunk);
-                }
+                let bytes = read_body(body).expect("read the body");
                 let service = String::from_utf8(param(0)).unwrap();
                 let call = ServiceRequest {
                     method: "POST".into(),
@@ -187,8 +188,110 @@ impl Guest for Probe {
                     Err(e) => text(502, &e),
                 }
             }
+            ("GET", "/livez" | "/healthz") => text(200, "live"),
+            ("POST", "/hold") => {
+                let mib: usize = String::from_utf8(param(0)).unwrap().parse().expect("N");
+                let held = std::hint::black_box(vec![1u8; mib << 20]);
+                let answer = match read_body(body) {
+                    Ok(bytes) => text(200, &bytes.len().to_string()),
+                    Err(e) => text(400, &e),
+                };
+                drop(held);
+                answer
+            }
+            ("POST", "/kv/fill") => {
+                let n: u32 = String::from_utf8(param(0)).unwrap().parse().expect("N");
+                let txn = kv::begin_write().expect("begin");
+                for i in 0..n {
+                    txn.put("fill", format!("{i:08}").as_bytes(), b"")
+                        .expect("put");
+                }
+                txn.commit().expect("commit");
+                text(200, "filled")
+            }
+            ("GET", "/kv/scan") => {
+                let limit: u32 = String::from_utf8(param(0)).unwrap().parse().expect("N");
+                let txn = kv::begin_read().expect("begin");
+                let range = kv::Range {
+                    start: Vec::new(),
+                    end: None,
+                    reverse: false,
+                    limit,
+                };
+                let found = txn.scan("fill", &range).expect("scan");
+                text(200, &found.len().to_string())
+            }
+            ("POST", "/blob/put") => blob_answer(blobs::put_from_body(body, None, u64::MAX)),
+            ("POST", "/blob/write") => {
+                let n: usize = String::from_utf8(param(0)).unwrap().parse().expect("N");
+                let writer = blobs::BlobWriter::new(u64::MAX);
+                let chunk = vec![7u8; 64 * 1024];
+                let mut written = 0;
+                let mut outcome = Ok(());
+                while written < n && outcome.is_ok() {
+                    let take = chunk.len().min(n - written);
+                    outcome = writer.write(&chunk[..take]);
+                    written += take;
+                }
+                blob_answer(outcome.and_then(|()| writer.finish()))
+            }
+            ("GET", "/get") => {
+                let call = ServiceRequest {
+                    method: "GET".into(),
+                    target: String::from_utf8(param(1)).unwrap(),
+                    headers: Vec::new(),
+                    body: Vec::new(),
+                };
+                match services::call(&String::from_utf8(param(0)).unwrap(), &call) {
+                    Ok(answer) => reply().raw(
+                        answer.status,
+                        vec![("content-type", b"application/octet-stream".to_vec())],
+                        vec![BodyPart::Bytes(answer.body)],
+                        Some("probe"),
+                    ),
+                    Err(e) => text(502, &e),
+                }
+            }
+            ("POST", "/call-writing") => {
+                let service = String::from_utf8(param(0)).unwrap();
+                let call = ServiceRequest {
+                    method: "GET".into(),
+                    target: String::from_utf8(param(1)).unwrap(),
+                    headers: Vec::new(),
+                    body: Vec::new(),
+                };
+                let txn = kv::begin_write().expect("begin");
+                txn.put(TABLE, b"writing", b"yes").expect("put");
+                let plain = services::call(&service, &call).map(|_| ());
+                let streamed = services::call_streaming(&service, &call, None).map(|_| ());
+                txn.commit().expect("commit");
+                match (plain, streamed) {
+                    (Err(plain), Err(streamed)) => text(409, &format!("{plain}\n{streamed}")),
+                    _ => text(200, "a call went through"),
+                }
+            }
             _ => text(404, "no such probe"),
         }
+    }
+}
+
+/// The whole request body.
+fn read_body(body: &IncomingBody) -> Result<Vec<u8>, String> {
+    let mut bytes = Vec::new();
+    loop {
+        let chunk = body.read(64 * 1024).map_err(|e| format!("{e:?}"))?;
+        if chunk.is_empty() {
+            return Ok(bytes);
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+}
+
+fn blob_answer(outcome: Result<blobs::BlobInfo, blobs::PutError>) -> Response {
+    match outcome {
+        Ok(info) => text(200, &info.size.to_string()),
+        Err(blobs::PutError::TooLarge) => text(413, "too-large"),
+        Err(e) => text(500, &format!("{e:?}")),
     }
 }
 

@@ -85,6 +85,7 @@ impl blobs::Host for RequestState {
         cap: u64,
     ) -> Result<Result<blobs::BlobInfo, blobs::PutError>> {
         let store = Arc::clone(&self.env.blobs);
+        let cap = cap.min(self.env.blob_cap);
         let body = self.table.get_mut(&body)?;
         Ok(match write_body(&store, body, length, cap).await {
             Ok(writer) => commit(writer).await,
@@ -198,7 +199,7 @@ impl blobs::HostStagedBody for RequestState {
 impl blobs::HostBlobWriter for RequestState {
     async fn new(&mut self, cap: u64) -> Result<Resource<PendingBlob>> {
         // A writer that cannot be staged fails on its first write.
-        let writer = self.env.blobs.writer(cap).ok();
+        let writer = self.env.blobs.writer(cap.min(self.env.blob_cap)).ok();
         Ok(self.table.push(PendingBlob(writer))?)
     }
 

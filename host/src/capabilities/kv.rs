@@ -22,12 +22,16 @@ fn entries(found: Vec<(Vec<u8>, Vec<u8>)>) -> Vec<kv::Entry> {
         .collect()
 }
 
+/// Most entries one scan answers, whatever limit it asks for: a scan's
+/// answer is copied whole into the instance's memory.
+pub const MAX_SCAN_ENTRIES: u32 = 1024;
+
 fn range(range: kv::Range) -> Range {
     Range {
         start: range.start,
         end: range.end,
         reverse: range.reverse,
-        limit: range.limit,
+        limit: range.limit.min(MAX_SCAN_ENTRIES),
     }
 }
 

@@ -18,7 +18,7 @@ use crate::bindings::{clock, ids, log, runtime, types};
 use crate::blobstore::{self, BlobStore};
 use std::sync::Arc;
 use wasmtime::component::ResourceTable;
-use wasmtime::{Result, StoreLimits};
+use wasmtime::Result;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 /// What every request of one service shares.
@@ -34,6 +34,12 @@ pub struct ServiceEnv {
     pub config: Arc<ServiceConfig>,
     /// WebAssembly compute one request may use before its instance traps.
     pub compute_limit: std::time::Duration,
+    /// Instance memory beyond each instance's base, shared by every service.
+    pub memory: Arc<crate::memory::MemoryBudget>,
+    /// Largest answer `services.call` reads whole.
+    pub max_call_answer: usize,
+    /// Longest wait for the next bytes of a request body.
+    pub body_read_timeout: std::time::Duration,
 }
 
 /// Every service of the deployment by name: hosted here, or reached over
@@ -71,7 +77,7 @@ impl Peers {
 /// The store data of one request.
 pub struct RequestState {
     pub table: ResourceTable,
-    pub limits: StoreLimits,
+    pub limits: crate::memory::MemoryLimiter,
     wasi: WasiCtx,
     env: Arc<ServiceEnv>,
     digest: Arc<str>,
@@ -84,7 +90,12 @@ pub struct RequestState {
 }
 
 impl RequestState {
-    pub fn new(env: Arc<ServiceEnv>, digest: Arc<str>, limits: StoreLimits, nested: bool) -> Self {
+    pub fn new(
+        env: Arc<ServiceEnv>,
+        digest: Arc<str>,
+        limits: crate::memory::MemoryLimiter,
+        nested: bool,
+    ) -> Self {
         RequestState {
             table: ResourceTable::new(),
             limits,

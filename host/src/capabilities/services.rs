@@ -1,8 +1,10 @@
 //! `lab:platform/services`: requests to the other services of the
 //! deployment, in-process when co-hosted, over HTTP otherwise.
 //!
-//! Invariant: an instance answering a call makes no call, and a service
-//! never calls itself, so calls cannot cycle or wait on their own pool.
+//! Invariants: an instance answering a call makes no call, and a service
+//! never calls itself, so calls cannot cycle or wait on their own pool; an
+//! instance holding a write transaction makes no call, so no writer waits
+//! on another service (design.md, "Limits" 4).
 
 use super::{Peer, RequestState};
 use crate::bindings::services;
@@ -16,6 +18,9 @@ impl RequestState {
     fn callee(&self, service: &str) -> Result<Peer, String> {
         if self.nested {
             return Err("a service answering a call makes no calls".into());
+        }
+        if self.open_writes > 0 {
+            return Err("a service holding a write transaction makes no calls".into());
         }
         if service == self.env.service {
             return Err("a service does not call itself".into());

@@ -1,0 +1,466 @@
+//! The host's limits under load: slow clients, full instance budgets, the
+//! memory budget, connection limits, clamps on what a guest asks for, and
+//! a data directory one labd at a time.
+
+#[path = "support/mod.rs"]
+mod support;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+use support::{Client, Labd};
+
+fn probe_args<'a>(probe: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["--bytes-component", probe];
+    args.extend_from_slice(extra);
+    args
+}
+
+/// Sends a request head announcing `length` body bytes and the first
+/// `sent` of them, and leaves the connection open.
+fn start_slow(
+    client: Client,
+    target: &str,
+    extra_headers: &str,
+    length: usize,
+    sent: usize,
+) -> TcpStream {
+    let mut stream = client.connect();
+    let head = format!(
+        "POST {target} HTTP/1.1\r\nhost: test\r\ncontent-type: application/json\r\n\
+         {extra_headers}content-length: {length}\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(&vec![b'{'; sent]).unwrap();
+    stream
+}
+
+/// The value of a metric line that starts with `prefix`.
+fn metric(client: Client, prefix: &str) -> u64 {
+    let text = String::from_utf8(client.get("/metrics").body).unwrap();
+    text.lines()
+        .find(|l| l.starts_with(prefix))
+        .and_then(|l| l.rsplit(' ').next())
+        .map_or(0, |v| v.parse().unwrap())
+}
+
+/// Instances the service made so far.
+fn instantiations(labd: &Labd) -> u64 {
+    metric(
+        labd.bytes_management(),
+        "lab_instantiation_duration_seconds_count",
+    )
+}
+
+/// Requests of the bytes service the host refused itself.
+const REFUSED: &str = "lab_requests_total{service=\"bytes\",operation=\"none\",status=\"503\"}";
+
+fn assert_unavailable(response: &support::Response, service: &str) {
+    response.assert_error(503, "unavailable");
+    assert_eq!(response.header("retry-after"), Some("1"), "{response:?}");
+    assert_eq!(response.header("lab-service"), Some(service));
+}
+
+#[test]
+fn past_a_services_budget_a_request_is_refused_and_operational_routes_answer() {
+    let probe = support::built_component("probe");
+    let labd = Labd::start(
+        "budget",
+        &probe_args(
+            probe.to_str().unwrap(),
+            &[
+                "--max-concurrent-requests",
+                "2",
+                "--operational-instances",
+                "1",
+                "--instance-wait-ms",
+                "300",
+            ],
+        ),
+    );
+    let bytes = labd.bytes();
+    assert_eq!(bytes.get("/ok").status, 200);
+
+    // Two requests hold the budget's two instances, waiting on their bodies.
+    let before = instantiations(&labd);
+    let mut held: Vec<TcpStream> = (0..2)
+        .map(|_| start_slow(bytes, "/hold?key=0", "", 2, 1))
+        .collect();
+    support::eventually("both instances are taken", || {
+        instantiations(&labd) == before + 2
+    });
+
+    let refused = bytes.get("/ok");
+    assert_unavailable(&refused, "bytes");
+    assert_eq!(
+        refused.json()["message"],
+        "every instance of the service is busy"
+    );
+    let refused = bytes.post("/kv/put?key=k&value=v", None, b"");
+    assert_unavailable(&refused, "bytes");
+    // The operational routes have an instance kept for them, and the other
+    // services have budgets of their own.
+    assert_eq!(bytes.get("/livez").status, 200);
+    assert_eq!(bytes.get("/healthz").status, 200);
+    assert_eq!(labd.bytes_management().get("/healthz").status, 200);
+    assert_eq!(labd.journal().get("/healthz").status, 200);
+    assert_eq!(labd.journal().get("/livez").status, 200);
+
+    for stream in &mut held {
+        stream.write_all(b"}").unwrap();
+        let answer = support::read_response(stream);
+        assert_eq!(answer.status, 200);
+        assert_eq!(answer.body, b"2");
+    }
+    assert_eq!(bytes.get("/ok").status, 200);
+    // The refused write changed nothing.
+    assert_eq!(bytes.get("/kv/get?key=k").status, 404);
+    let metrics = String::from_utf8(labd.bytes_management().get("/metrics").body).unwrap();
+    assert!(
+        !metrics.contains("status=\"500\""),
+        "no request of the test failed: {metrics}"
+    );
+}
+
+#[test]
+fn a_flood_of_slow_clients_leaves_every_service_live_and_ends_by_itself() {
+    let labd = Labd::start(
+        "flood",
+        &[
+            "--body-read-timeout-ms",
+            "2000",
+            "--header-read-timeout-ms",
+            "2000",
+            "--instance-wait-ms",
+            "1000",
+        ],
+    );
+    for client in [labd.bytes(), labd.journal(), labd.coord()] {
+        assert_eq!(client.get("/livez").status, 200);
+    }
+    let mut flood = Vec::new();
+    for i in 0..300 {
+        let (client, target) = match i % 10 {
+            0 => (labd.bytes(), "/v1/blobs"),
+            1 => (labd.journal(), "/v1/append"),
+            _ => (labd.coord(), "/v1/publish"),
+        };
+        flood.push(start_slow(client, target, "", 100, 1));
+    }
+    // Clients that never finish their request head.
+    for _ in 0..10 {
+        let mut stream = labd.journal().connect();
+        stream
+            .write_all(b"POST /v1/append HTTP/1.1\r\nhost: te")
+            .unwrap();
+        flood.push(stream);
+    }
+
+    // Every service stays live while the flood holds its connections.
+    let bound = Duration::from_secs(2);
+    for client in [labd.bytes(), labd.journal(), labd.coord()] {
+        for _ in 0..3 {
+            let started = Instant::now();
+            let response = client.get("/livez");
+            assert_eq!(response.status, 200, "{response:?}");
+            assert!(
+                started.elapsed() < bound,
+                "livez took {:?}",
+                started.elapsed()
+            );
+        }
+    }
+    let put = labd.bytes().post("/v1/blobs", None, b"during the flood");
+    assert!(
+        put.status == 200 || put.status == 503,
+        "a put during the flood: {put:?}"
+    );
+    if put.status == 503 {
+        assert_unavailable(&put, "bytes");
+    }
+    assert_eq!(labd.journal().get("/healthz").status, 200);
+
+    // The server closes every slow connection by itself: each sees an
+    // answer or the end of the connection, never a 500.
+    let mut answered = 0;
+    for mut stream in flood {
+        let mut seen = Vec::new();
+        let _ = stream.read_to_end(&mut seen);
+        let text = String::from_utf8_lossy(&seen);
+        assert!(!text.starts_with("HTTP/1.1 500"), "{text}");
+        if !seen.is_empty() {
+            answered += 1;
+        }
+    }
+    assert!(answered > 0, "no slow request was answered");
+    for client in [labd.bytes(), labd.journal(), labd.coord()] {
+        assert_eq!(client.get("/livez").status, 200);
+    }
+}
+
+#[test]
+fn past_the_connection_limit_a_connection_is_refused() {
+    let labd = Labd::start(
+        "connections",
+        &[
+            "--max-connections",
+            "3",
+            "--header-read-timeout-ms",
+            "60000",
+        ],
+    );
+    let bytes = labd.bytes();
+    assert_eq!(bytes.get("/livez").status, 200);
+    let idle: Vec<TcpStream> = (0..3).map(|_| bytes.connect()).collect();
+    let refused = bytes.get("/livez");
+    assert_unavailable(&refused, "bytes");
+    assert_eq!(refused.header("connection"), Some("close"));
+    // Another listener is not affected.
+    assert_eq!(labd.journal().get("/livez").status, 200);
+    drop(idle);
+    support::eventually("a closed connection frees its place", || {
+        bytes.get("/livez").status == 200
+    });
+}
+
+/// Peak resident memory of `pid` since the last reset, and resets it.
+fn peak_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let hwm = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .expect("VmHWM in /proc/PID/status");
+    hwm.trim().trim_end_matches("kB").trim().parse().unwrap()
+}
+
+fn reset_peak_rss(pid: u32) {
+    std::fs::write(format!("/proc/{pid}/clear_refs"), "5").unwrap();
+}
+
+#[test]
+fn instances_grow_within_the_memory_budget_or_are_refused() {
+    const BUDGET_MIB: u64 = 64;
+    const BASE_MIB: u64 = 4;
+    const EACH_MIB: u64 = 24;
+    const REQUESTS: usize = 8;
+    let probe = support::built_component("probe");
+    let labd = Labd::start(
+        "memory",
+        &probe_args(
+            probe.to_str().unwrap(),
+            &[
+                "--memory-budget-mib",
+                "64",
+                "--instance-base-memory-mib",
+                "4",
+                "--instance-wait-ms",
+                "500",
+            ],
+        ),
+    );
+    let bytes = labd.bytes();
+    let hold = format!("/hold?key={EACH_MIB}");
+    // Alone, one request fits.
+    assert_eq!(bytes.post(&hold, None, b"x").body, b"1");
+
+    let pid = labd.child.id();
+    reset_peak_rss(pid);
+    let baseline = peak_rss_kib(pid);
+    // Dropping `release` lets every request send its body.
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    let released = std::sync::Mutex::new(released);
+    let answers: Vec<support::Response> = std::thread::scope(|scope| {
+        let (wrote_head, heads) = std::sync::mpsc::channel();
+        let workers: Vec<_> = (0..REQUESTS)
+            .map(|_| {
+                let wrote_head = wrote_head.clone();
+                let hold = &hold;
+                let released = &released;
+                scope.spawn(move || {
+                    let mut stream = start_slow(bytes, hold, "", 1, 0);
+                    wrote_head.send(()).unwrap();
+                    let _ = released.lock().unwrap().recv();
+                    // A refused request's connection is closed already.
+                    let _ = stream.write_all(b"}");
+                    support::read_response(&mut stream)
+                })
+            })
+            .collect();
+        for _ in 0..REQUESTS {
+            heads.recv().unwrap();
+        }
+        // Past the wait every request either holds its memory or was
+        // refused.
+        // Each request holding its memory has at least EACH - BASE charged.
+        let per_request = (EACH_MIB - BASE_MIB) << 20;
+        support::eventually("every request grew or was refused", || {
+            let management = labd.bytes_management();
+            let refused = metric(management, REFUSED);
+            let holding = metric(management, "lab_memory_charged_bytes") / per_request;
+            refused + holding >= REQUESTS as u64
+        });
+        drop(release);
+        workers.into_iter().map(|w| w.join().unwrap()).collect()
+    });
+    let peak = peak_rss_kib(pid);
+    let refused = answers.iter().filter(|a| a.status == 503).count();
+    for answer in &answers {
+        match answer.status {
+            200 => assert_eq!(answer.body, b"1"),
+            _ => {
+                assert_unavailable(answer, "bytes");
+                assert_eq!(
+                    answer.json()["message"],
+                    "the host's memory for requests is in use"
+                );
+            }
+        }
+    }
+    assert!(
+        refused > 0,
+        "{REQUESTS} × {EACH_MIB} MiB fit in {BUDGET_MIB} MiB"
+    );
+    let bound_kib = (BUDGET_MIB + REQUESTS as u64 * BASE_MIB + 16) << 10;
+    eprintln!(
+        "{refused} of {REQUESTS} refused; resident memory grew by {} KiB (bound {bound_kib} KiB)",
+        peak.saturating_sub(baseline)
+    );
+    assert!(
+        peak.saturating_sub(baseline) < bound_kib,
+        "resident memory grew by {} KiB",
+        peak - baseline
+    );
+    // The budget came back with the instances.
+    assert_eq!(bytes.post(&hold, None, b"x").body, b"1");
+}
+
+#[test]
+fn a_call_while_holding_a_write_transaction_is_refused() {
+    let probe = support::built_component("probe");
+    let labd = Labd::start("call-writing", &probe_args(probe.to_str().unwrap(), &[]));
+    let bytes = labd.bytes();
+    // Without a transaction the probe reaches the journal.
+    let plain = bytes.get("/get?key=journal&value=/livez");
+    assert_eq!(plain.status, 200, "{plain:?}");
+
+    let refused = bytes.post("/call-writing?key=journal&value=/livez", None, b"");
+    assert_eq!(refused.status, 409, "{refused:?}");
+    let refusals = String::from_utf8(refused.body).unwrap();
+    let lines: Vec<&str> = refusals.lines().collect();
+    assert_eq!(lines.len(), 2, "{refusals}");
+    for line in lines {
+        assert_eq!(line, "a service holding a write transaction makes no calls");
+    }
+    // The transaction itself went on and committed, and writers still write.
+    assert_eq!(bytes.get("/kv/get?key=writing").body, b"yes");
+    assert_eq!(bytes.post("/kv/put?key=k&value=v", None, b"").status, 200);
+    assert_eq!(bytes.get("/kv/get?key=k").body, b"v");
+}
+
+#[test]
+fn the_host_clamps_what_a_guest_asks_for() {
+    let probe = support::built_component("probe");
+    let labd = Labd::start(
+        "clamps",
+        &[
+            "--coord-component",
+            probe.to_str().unwrap(),
+            "--blob-cap",
+            "100000",
+            "--max-call-answer-bytes",
+            "65536",
+        ],
+    );
+    let coord = labd.coord();
+
+    // A scan answers at most 1024 entries, whatever it asks for.
+    assert_eq!(coord.post("/kv/fill?key=1500", None, b"").status, 200);
+    assert_eq!(coord.get("/kv/scan?key=10").body, b"10");
+    assert_eq!(coord.get("/kv/scan?key=1024").body, b"1024");
+    assert_eq!(coord.get("/kv/scan?key=4000000000").body, b"1024");
+
+    // A guest's blob cap is never above --blob-cap.
+    let fits = coord.post("/blob/put", None, &vec![1; 100_000]);
+    assert_eq!((fits.status, fits.body), (200, b"100000".to_vec()));
+    let over = coord.post("/blob/put", None, &vec![1; 100_001]);
+    assert_eq!((over.status, over.body), (413, b"too-large".to_vec()));
+    let fits = coord.post("/blob/write?key=100000", None, b"");
+    assert_eq!((fits.status, fits.body), (200, b"100000".to_vec()));
+    let over = coord.post("/blob/write?key=100001", None, b"");
+    assert_eq!((over.status, over.body), (413, b"too-large".to_vec()));
+
+    // A co-hosted service's answer read whole is bounded like a remote one.
+    let at_bound = support::pseudo_random(65536, 1);
+    let name = labd.bytes().put(&at_bound);
+    let answer = coord.get(&format!("/get?key=bytes&value=/v1/blobs/{name}"));
+    assert_eq!(answer.status, 200);
+    assert_eq!(answer.body, at_bound);
+    let past_bound = support::pseudo_random(65537, 2);
+    let name = labd.bytes().put(&past_bound);
+    let answer = coord.get(&format!("/get?key=bytes&value=/v1/blobs/{name}"));
+    assert_eq!(answer.status, 502, "{answer:?}");
+    let message = String::from_utf8(answer.body).unwrap();
+    assert_eq!(message, "the answer of bytes passes 65536 bytes");
+}
+
+#[test]
+fn a_second_labd_on_one_data_directory_exits_at_start() {
+    let labd = Labd::start("locked", &[]);
+    assert_eq!(labd.bytes().get("/livez").status, 200);
+    // A write of the first labd in progress.
+    let staging = labd.blobs_dir().join("staging/in-progress.part");
+    std::fs::write(&staging, b"partial").unwrap();
+
+    let mut second = std::process::Command::new(env!("CARGO_BIN_EXE_labd"));
+    second.arg("--data-dir").arg(labd.data_dir.join("state"));
+    for flag in [
+        "--bytes-listen",
+        "--bytes-management-listen",
+        "--journal-listen",
+        "--journal-management-listen",
+        "--coord-listen",
+        "--coord-management-listen",
+    ] {
+        second.args([flag, "127.0.0.1:0"]);
+    }
+    let mut second = second
+        .args(["--log", "warn"])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = second.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > Duration::from_secs(60) {
+            second.kill().unwrap();
+            panic!("a second labd on one data directory kept running");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert!(!status.success());
+    let mut stderr = String::new();
+    second
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert!(
+        stderr.contains("is in use by another labd"),
+        "stderr: {stderr}"
+    );
+    assert!(staging.exists(), "the second labd removed a staging file");
+    assert_eq!(labd.bytes().get("/livez").status, 200);
+
+    // Once the first has gone, the directory is free again.
+    let dir = labd.kill();
+    let labd = Labd::start_in(dir, Vec::new());
+    assert_eq!(labd.bytes().get("/livez").status, 200);
+    assert!(
+        !staging.exists(),
+        "a start removes what a crash left behind"
+    );
+}
