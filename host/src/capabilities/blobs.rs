@@ -99,6 +99,7 @@ impl blobs::Host for RequestState {
         cap: u64,
     ) -> Result<Result<Resource<StagedBlob>, blobs::PutError>> {
         let store = Arc::clone(&self.env.blobs);
+        let cap = cap.min(self.env.blob_cap);
         let body = self.table.get_mut(&body)?;
         let staged = match write_body(&store, body, None, cap).await {
             Ok(writer) => writer.stage().map_err(put_error),
