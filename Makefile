@@ -4,7 +4,7 @@
 CARGO ?= cargo
 COMPONENTS := lab-bytes lab-journal lab-coord lab-coord-auth lab-probe lab-kit lab-guest
 
-.PHONY: setup run test lint bench
+.PHONY: setup run test lint bench api-check
 
 setup:
 	@command -v rustup >/dev/null || { echo "rustup is required (https://rustup.rs)"; exit 1; }
@@ -24,6 +24,13 @@ lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) clippy --target wasm32-wasip2 $(addprefix -p ,$(COMPONENTS)) -- -D warnings
+
+## make api-check: schemathesis (pinned in scripts/api-check/requirements.txt,
+## installed into target/api-check/venv) against the openapi.json each
+## service serves, on a labd with a temporary data directory (not part of
+## make test: it takes a few minutes).
+api-check: setup
+	CARGO="$(CARGO)" scripts/api-check/run.sh
 
 ## make bench: throughput against same-run baselines (not part of CI).
 bench: setup

@@ -79,7 +79,6 @@ fn get_refusals() {
     let malformed = [
         "sha256:abc".to_string(),
         name.to_uppercase(),
-        name.replace("sha256:", "sha256%3A"),
         name.replace("sha256:", "SHA256:"),
         name.replace("sha256:", "md5:"),
         format!("{name}0"),
@@ -112,6 +111,94 @@ fn get_refusals() {
         response.assert_error(400, "bad_request");
         assert_identity(&response);
     }
+}
+
+/// In the path, `sha256%3A<hex>` (as OpenAPI clients encode a path
+/// parameter) names the same blob as `sha256:<hex>`; no other escape does,
+/// and inside JSON bodies a name is never percent-decoded.
+#[test]
+fn a_percent_encoded_colon_names_the_same_blob() {
+    let labd = Labd::start("encoded-colon", &[]);
+    let client = labd.bytes();
+    let name = client.put(b"0123456789");
+    let plain = client.get(&format!("/v1/blobs/{name}?offset=2&length=3"));
+    assert_eq!((plain.status, &plain.body[..]), (200, &b"234"[..]));
+
+    for encoded in ["%3A", "%3a"] {
+        let segment = name.replace(':', encoded);
+        let whole = client.get(&format!("/v1/blobs/{segment}"));
+        assert_eq!(whole.status, 200, "{segment}");
+        assert_identity(&whole);
+        assert_eq!(whole.header("content-length"), Some("10"));
+        assert_eq!(whole.body, b"0123456789");
+        let range = client.get(&format!("/v1/blobs/{segment}?offset=2&length=3"));
+        assert_eq!((range.status, range.body), (200, b"234".to_vec()));
+        client
+            .get(&format!(
+                "/v1/blobs/{}",
+                name_of(b"absent").replace(':', encoded)
+            ))
+            .assert_error(404, "not_found");
+    }
+
+    let other_escapes = [
+        name.replace(':', "%253A"),
+        name.replace(':', "%3"),
+        name.replace("sha", "%73ha"),
+        name.replace("sha256:", "sha256%3A%"),
+    ];
+    for bad in &other_escapes {
+        client
+            .get(&format!("/v1/blobs/{bad}"))
+            .assert_error(400, "bad_request");
+    }
+    let hex_escaped = format!(
+        "sha256:%{:02X}{}",
+        name.as_bytes()["sha256:".len()],
+        &name["sha256:".len() + 1..]
+    );
+    client
+        .get(&format!("/v1/blobs/{hex_escaped}"))
+        .assert_error(400, "bad_request");
+
+    let in_json = format!(r#"{{"names":["{}"]}}"#, name.replace(':', "%3A"));
+    for route in ["/v1/stat", "/v1/get"] {
+        client
+            .post_json(route, &in_json)
+            .assert_error(400, "bad_request");
+    }
+}
+
+/// An empty body is a valid blob, whether announced as `content-length: 0`
+/// or sent without any length; an empty batch stream is an empty batch.
+#[test]
+fn empty_bodies_are_an_empty_blob_and_an_empty_batch() {
+    let labd = Labd::start("empty-bodies", &[]);
+    let client = labd.bytes();
+    let empty = name_of(b"");
+    assert!(client.stat(&[&empty]).is_empty());
+
+    let no_length = client.send("POST /v1/blobs HTTP/1.1", None);
+    assert_eq!(no_length.status, 200);
+    assert_identity(&no_length);
+    assert_eq!(
+        no_length.json(),
+        serde_json::json!({"name": empty, "size": 0})
+    );
+    let zero_length = client.send("POST /v1/blobs HTTP/1.1", Some(b""));
+    assert_eq!(
+        zero_length.json(),
+        serde_json::json!({"name": empty, "size": 0})
+    );
+    assert_eq!(client.stat(&[&empty])[&empty], 0);
+
+    for body in [None, Some(&b""[..])] {
+        let batch = client.send("POST /v1/put HTTP/1.1", body);
+        assert_eq!(batch.status, 200);
+        assert_identity(&batch);
+        assert_eq!(batch.json(), serde_json::json!({"results": []}));
+    }
+    assert_eq!(labd.committed_blobs(), 1);
 }
 
 #[test]

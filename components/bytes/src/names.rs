@@ -1,11 +1,31 @@
 //! Blob names: `sha256:` followed by the 64 lowercase hex digits of the
 //! digest. No other spelling names a blob.
+//!
+//! In a path segment the colon may also be percent-encoded (`%3A` or
+//! `%3a`), as path encoders of HTTP clients write it. Every other character
+//! of a name is unreserved (RFC 3986 section 2.3), which a URI producer does
+//! not percent-encode, so no other escape is accepted.
 
 const PREFIX: &str = "sha256:";
+/// The prefix with its colon percent-encoded, in either case of hex digit.
+const ENCODED_PREFIXES: [&str; 2] = ["sha256%3A", "sha256%3a"];
 
 /// The digest a well-formed name carries.
 pub fn parse(name: &str) -> Option<Vec<u8>> {
-    let hex = name.strip_prefix(PREFIX)?;
+    digest_of(name.strip_prefix(PREFIX)?)
+}
+
+/// The digest named by the `{name}` segment of a path: a well-formed name,
+/// or one whose colon is written `%3A` or `%3a`.
+pub fn parse_path_segment(segment: &str) -> Option<Vec<u8>> {
+    let hex = ENCODED_PREFIXES
+        .iter()
+        .find_map(|prefix| segment.strip_prefix(prefix))
+        .or_else(|| segment.strip_prefix(PREFIX))?;
+    digest_of(hex)
+}
+
+fn digest_of(hex: &str) -> Option<Vec<u8>> {
     if hex.len() != 64 {
         return None;
     }
@@ -47,5 +67,27 @@ mod tests {
             assert_eq!(parse(bad), None, "{bad}");
         }
         assert_eq!(parse(&EMPTY.replace("sha256:", "sha256%3A")), None);
+    }
+
+    #[test]
+    fn path_segments_may_encode_the_colon_only() {
+        let digest = parse(EMPTY);
+        for segment in [
+            EMPTY.to_string(),
+            EMPTY.replace(':', "%3A"),
+            EMPTY.replace(':', "%3a"),
+        ] {
+            assert_eq!(parse_path_segment(&segment), digest, "{segment}");
+        }
+        for bad in [
+            EMPTY.replace(':', "%3"),
+            EMPTY.replace(':', "%253A"),
+            EMPTY.replace("sha", "%73ha"),
+            EMPTY.replacen('e', "%65", 1),
+            EMPTY.replace(':', "%3A").to_uppercase(),
+            EMPTY.replace("sha256:", "SHA256%3A"),
+        ] {
+            assert_eq!(parse_path_segment(&bad), None, "{bad}");
+        }
     }
 }

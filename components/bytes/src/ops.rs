@@ -36,7 +36,7 @@ pub fn get(request: &Request, _body: &IncomingBody) -> Response {
         }
     }
     let name = request.path.rsplit('/').next().unwrap_or_default();
-    let Some(digest) = names::parse(name) else {
+    let Some(digest) = names::parse_path_segment(name) else {
         return bad_request("malformed blob name", OP);
     };
     let reader = match blobs::open(&digest) {
