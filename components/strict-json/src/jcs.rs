@@ -1,9 +1,9 @@
-//! RFC 8785 (JCS) output pieces: escaped strings, numbers, and reading back
-//! the canonical member names the scanner has written.
+//! RFC 8785 (JCS) output pieces: escaped strings, numbers, and reading
+//! member names back.
 //!
-//! Every function here that reads canonical bytes relies on them having been
-//! written by this module: valid UTF-8, strings escaped exactly as
-//! [`write_char`] escapes them.
+//! The functions that read bytes rely on them being valid JSON: input the
+//! scanner has already checked, or output written here. [`member_end`]
+//! also relies on the output having no whitespace.
 
 use std::cmp::Ordering;
 
@@ -73,14 +73,14 @@ pub(crate) fn write_number_exactly(out: &mut Vec<u8>, literal: &[u8]) -> Option<
     Some(())
 }
 
-/// Index just past the closing quote of the canonical string that opens at
-/// `at`.
+/// Index just past the closing quote of the valid JSON string (canonical or
+/// not) that opens at `at`.
 pub(crate) fn string_end(bytes: &[u8], at: usize) -> usize {
     let mut i = at + 1;
     loop {
         match bytes[i] {
             b'"' => return i + 1,
-            // `\x` or the `\u` of `\u00xx`, whose hex digits hold no quote.
+            // `\x` or the `\u` of `\uXXXX`, whose hex digits hold no quote.
             b'\\' => i += 2,
             _ => i += 1,
         }
@@ -107,12 +107,17 @@ pub(crate) fn member_end(bytes: &[u8], mut at: usize) -> usize {
     at
 }
 
-/// The characters of the canonical string that opens at `at`, unescaped.
+/// The characters of the valid JSON string (canonical or not) that opens at
+/// `at`, unescaped.
 fn name_chars(bytes: &[u8], at: usize) -> impl Iterator<Item = char> + '_ {
     let content = &bytes[at + 1..string_end(bytes, at) - 1];
     let mut chars = std::str::from_utf8(content)
-        .expect("canonical output is UTF-8")
+        .expect("a valid string is UTF-8")
         .chars();
+    let mut hex4 = move |chars: &mut std::str::Chars| {
+        let hex: String = chars.by_ref().take(4).collect();
+        u32::from_str_radix(&hex, 16).expect("a valid \\u escape")
+    };
     std::iter::from_fn(move || {
         let c = chars.next()?;
         if c != '\\' {
@@ -125,21 +130,25 @@ fn name_chars(bytes: &[u8], at: usize) -> impl Iterator<Item = char> + '_ {
             'r' => '\r',
             't' => '\t',
             'u' => {
-                let hex: String = chars.by_ref().take(4).collect();
-                let code = u32::from_str_radix(&hex, 16).expect("canonical \\u00xx escape");
-                char::from_u32(code).expect("a C0 control")
+                let mut code = hex4(&mut chars);
+                if (0xD800..0xDC00).contains(&code) {
+                    chars.nth(1); // the `\u` of the low surrogate
+                    code = 0x10000 + ((code - 0xD800) << 10) + (hex4(&mut chars) - 0xDC00);
+                }
+                char::from_u32(code).expect("a valid escape is a scalar value")
             }
-            quote_or_backslash => quote_or_backslash,
+            quote_solidus_or_backslash => quote_solidus_or_backslash,
         })
     })
 }
 
-/// The member name written as a canonical string at `at`.
+/// The member name written as a JSON string at `at`.
 pub(crate) fn name(bytes: &[u8], at: usize) -> String {
     name_chars(bytes, at).collect()
 }
 
-/// Orders the canonical names at `a` and `b` as RFC 8785 orders members:
+/// Orders the names written as JSON strings at `a` and `b` as RFC 8785
+/// orders members:
 /// by their UTF-16 code units.
 pub(crate) fn compare_names(bytes: &[u8], a: usize, b: usize) -> Ordering {
     name_chars(bytes, a)
@@ -177,6 +186,8 @@ mod tests {
         let expected = serde_json_canonicalizer::to_vec(&text).unwrap();
         assert_eq!(canonical_string(text), expected);
         assert_eq!(name(&expected, 0), text);
+        let escaped = br#""\/\u00E9\ud83d\uDE00\u0041\"""#;
+        assert_eq!(name(escaped, 0), "/\u{e9}\u{1f600}A\"");
     }
 
     #[test]

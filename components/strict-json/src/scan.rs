@@ -2,10 +2,9 @@
 //! [`parse`](crate::parse()) validates and, when asked, writes the RFC 8785
 //! canonical form of the value as it goes.
 //!
-//! Memory: the output, the names of the members of the objects currently
-//! open (in the output, or alone when not writing), one offset per member of
-//! each open object, and a copy of the largest object that had to be
-//! reordered. Arrays, strings and numbers stream into the output.
+//! Memory: the output, one offset per member of each open object, and a
+//! copy of the largest object that had to be reordered. Arrays, strings and
+//! numbers stream into the output. When not writing, only the offsets.
 //!
 //! Refusals agree with [`parse`](crate::parse()) in kind, and in every field
 //! but for [`Error::Syntax`], whose position and message are this scanner's.
@@ -29,10 +28,9 @@ pub(crate) struct Scanner<'a> {
     pos: usize,
     /// Deepest container nesting accepted.
     limit: usize,
-    /// Whether values are written to `out`; names always are.
+    /// Whether the canonical form is written to `out`.
     write_values: bool,
-    /// The canonical output, or when not writing values, the canonical
-    /// names of the members of the open objects.
+    /// The canonical output; empty when not writing.
     out: Vec<u8>,
     /// One per open object, outermost first; kept for reuse once closed.
     objects: Vec<OpenObject>,
@@ -45,8 +43,8 @@ pub(crate) struct Scanner<'a> {
 
 #[derive(Default)]
 struct OpenObject {
-    /// Offset in `out` of each member's name (its opening quote), in
-    /// document order, which is increasing order.
+    /// Offset of each member's name (its opening quote) in `out` when
+    /// writing, else in the input; in document order, which is increasing.
     names: Vec<usize>,
     /// Input offset of the object's `{`.
     input_start: usize,
@@ -68,7 +66,9 @@ impl<'a> Scanner<'a> {
         }
     }
 
+    /// Only for a scanner that does not write.
     pub(crate) fn collect_top_members(&mut self) {
+        assert!(!self.write_values, "member names are read from the input");
         self.top_members = Some(Vec::new());
     }
 
@@ -388,8 +388,12 @@ impl<'a> Scanner<'a> {
             if self.write_values && !self.objects[object].names.is_empty() {
                 self.out.push(b',');
             }
-            let name = self.out.len();
-            self.string(true)?;
+            let name = if self.write_values {
+                self.out.len()
+            } else {
+                self.pos
+            };
+            self.string(self.write_values)?;
             self.objects[object].names.push(name);
             self.skip_whitespace();
             if self.peek() != Some(b':') {
@@ -402,8 +406,9 @@ impl<'a> Scanner<'a> {
             self.value(depth)?;
             if depth == 1 {
                 if let Some(top) = &mut self.top_members {
+                    // Only collected when not writing: `name` is in the input.
                     top.push(MemberSpan {
-                        name: jcs::name(&self.out, name),
+                        name: jcs::name(self.input, name),
                         value: value..self.pos,
                     });
                 }
@@ -430,18 +435,21 @@ impl<'a> Scanner<'a> {
     /// Finishes the object whose output began at `start`: refuses a
     /// duplicate name, and puts the members in canonical order.
     fn close_object(&mut self, start: usize) -> Result<(), Error> {
-        let names = &mut self.objects[self.open].names;
-        let out = &self.out;
+        let names = &self.objects[self.open].names;
+        let text = if self.write_values {
+            &self.out
+        } else {
+            self.input
+        };
         let in_order = names
             .windows(2)
-            .all(|pair| jcs::compare_names(out, pair[0], pair[1]).is_lt());
+            .all(|pair| jcs::compare_names(text, pair[0], pair[1]).is_lt());
         if !in_order {
             if let Some(error) = self.duplicate_in(self.open) {
                 return Err(error);
             }
         }
         if !self.write_values {
-            self.out.truncate(start);
             return Ok(());
         }
         if !in_order {
@@ -469,19 +477,23 @@ impl<'a> Scanner<'a> {
     /// that object's names sorted by name, then by position.
     fn duplicate_in(&mut self, index: usize) -> Option<Error> {
         let names = &mut self.objects[index].names;
-        let out = &self.out;
-        names.sort_unstable_by(|&a, &b| jcs::compare_names(out, a, b).then(a.cmp(&b)));
+        let text = if self.write_values {
+            &self.out
+        } else {
+            self.input
+        };
+        names.sort_unstable_by(|&a, &b| jcs::compare_names(text, a, b).then(a.cmp(&b)));
         // Within a run of equal names the first pair's second is the
         // earliest repeat of that name.
         let repeat = names
             .windows(2)
-            .filter(|pair| jcs::compare_names(out, pair[0], pair[1]).is_eq())
+            .filter(|pair| jcs::compare_names(text, pair[0], pair[1]).is_eq())
             .map(|pair| pair[1])
             .min()?;
         let member = names.iter().filter(|&&name| name < repeat).count();
         let name_end = self.member_name_end(self.objects[index].input_start, member);
         Some(Error::DuplicateMember {
-            name: jcs::name(out, repeat),
+            name: jcs::name(text, repeat),
             offset: self.visitor_error_offset(name_end, b'}'),
         })
     }
