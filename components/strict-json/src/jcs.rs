@@ -114,10 +114,6 @@ fn name_chars(bytes: &[u8], at: usize) -> impl Iterator<Item = char> + '_ {
     let mut chars = std::str::from_utf8(content)
         .expect("a valid string is UTF-8")
         .chars();
-    let mut hex4 = move |chars: &mut std::str::Chars| {
-        let hex: String = chars.by_ref().take(4).collect();
-        u32::from_str_radix(&hex, 16).expect("a valid \\u escape")
-    };
     std::iter::from_fn(move || {
         let c = chars.next()?;
         if c != '\\' {
@@ -139,6 +135,13 @@ fn name_chars(bytes: &[u8], at: usize) -> impl Iterator<Item = char> + '_ {
             }
             quote_solidus_or_backslash => quote_solidus_or_backslash,
         })
+    })
+}
+
+/// The four hex digits of a valid `\u` escape.
+fn hex4(chars: &mut std::str::Chars) -> u32 {
+    chars.by_ref().take(4).fold(0, |value, c| {
+        value << 4 | c.to_digit(16).expect("a valid \\u escape")
     })
 }
 
