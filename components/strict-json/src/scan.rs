@@ -3,7 +3,8 @@
 //! canonical form of the value as it goes.
 //!
 //! Memory: the output, one offset per member of each open object, and a
-//! copy of the largest object that had to be reordered. Arrays, strings and
+//! copy of the largest object that had to be reordered, less its largest
+//! member. Arrays, strings and
 //! numbers stream into the output. When not writing, only the offsets.
 //!
 //! Refusals agree with [`parse`](crate::parse()) in kind, and in every field
@@ -35,8 +36,8 @@ pub(crate) struct Scanner<'a> {
     /// One per open object, outermost first; kept for reuse once closed.
     objects: Vec<OpenObject>,
     open: usize,
-    /// Where a reordered object is copied from.
-    reorder: Vec<u8>,
+    /// Where the members of an object being reordered wait.
+    spare: Vec<u8>,
     /// Collects the outermost object's members when set.
     top_members: Option<Vec<MemberSpan>>,
 }
@@ -61,7 +62,7 @@ impl<'a> Scanner<'a> {
             out: Vec::with_capacity(if write_values { input.len() } else { 0 }),
             objects: Vec::new(),
             open: 0,
-            reorder: Vec::new(),
+            spare: Vec::new(),
             top_members: None,
         }
     }
@@ -454,19 +455,12 @@ impl<'a> Scanner<'a> {
         }
         if !in_order {
             // `duplicate_in` left the names sorted.
-            let names = &self.objects[self.open].names;
-            let body = start + 1;
-            self.reorder.clear();
-            self.reorder.extend_from_slice(&self.out[body..]);
-            self.out.truncate(body);
-            for (index, &name) in names.iter().enumerate() {
-                let from = name - body;
-                let to = jcs::member_end(&self.reorder, from);
-                if index > 0 {
-                    self.out.push(b',');
-                }
-                self.out.extend_from_slice(&self.reorder[from..to]);
-            }
+            reorder(
+                &mut self.out,
+                start + 1,
+                &self.objects[self.open].names,
+                &mut self.spare,
+            );
         }
         self.out.push(b'}');
         Ok(())
@@ -533,6 +527,46 @@ impl<'a> Scanner<'a> {
             at
         }
     }
+}
+
+/// Puts the members written in `out[body..]`, each starting at its name and
+/// separated by commas, in the order of `sorted` (their name offsets).
+///
+/// The largest member moves once within `out`; only the others are copied
+/// out to `spare` and back, so an object holding one large value costs
+/// little more than its output.
+fn reorder(out: &mut [u8], body: usize, sorted: &[usize], spare: &mut Vec<u8>) {
+    let end = |from: usize| jcs::member_end(out, from);
+    let (largest, length) = sorted
+        .iter()
+        .map(|&from| end(from) - from)
+        .enumerate()
+        .max_by_key(|&(_, length)| length)
+        .expect("an object out of order has members");
+    // `spare` holds the members before the largest, joined by commas, then
+    // each member after it preceded by a comma.
+    spare.clear();
+    spare.reserve_exact(out.len() - body - length);
+    for (index, &from) in sorted[..largest].iter().enumerate() {
+        if index > 0 {
+            spare.push(b',');
+        }
+        spare.extend_from_slice(&out[from..end(from)]);
+    }
+    let before = spare.len();
+    for &from in &sorted[largest + 1..] {
+        spare.push(b',');
+        spare.extend_from_slice(&out[from..end(from)]);
+    }
+    let from = sorted[largest];
+    let target = body + before + usize::from(largest > 0);
+    out.copy_within(from..from + length, target);
+    out[body..body + before].copy_from_slice(&spare[..before]);
+    if largest > 0 {
+        out[target - 1] = b',';
+    }
+    let after = target + length;
+    out[after..after + spare.len() - before].copy_from_slice(&spare[before..]);
 }
 
 fn skip_whitespace(input: &[u8], mut at: usize) -> usize {

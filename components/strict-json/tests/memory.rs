@@ -106,6 +106,15 @@ fn reversed_object() -> Vec<u8> {
     input
 }
 
+/// An object whose first member, `z`, holds [`array_of_ones`] and must move
+/// behind the small members that follow it.
+fn object_with_one_large_member() -> Vec<u8> {
+    let mut input = br#"{"z":"#.to_vec();
+    input.extend_from_slice(&array_of_ones());
+    input.extend_from_slice(br#","b":{"y":2,"x":1},"a":"s"}"#);
+    input
+}
+
 /// A request body whose `record` member is `record`, after small members.
 fn body_around(record: &[u8]) -> Vec<u8> {
     let mut body = br#"{"operation_id":"op-1","path":["p"],"record":"#.to_vec();
@@ -150,6 +159,20 @@ fn long_string_costs_one_output() {
     let output = canonical_within(&input, input.len() + MIB);
     assert!(output.len() < input.len() && output.starts_with(b"\"xx"));
     assert_eq!(&output[59..61], "é".as_bytes());
+}
+
+#[test]
+fn reordered_object_with_one_large_member_costs_one_output() {
+    let _one = MEASURING
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let input = object_with_one_large_member();
+    // The large member moves within the output; only the small ones are
+    // set aside.
+    let output = canonical_within(&input, input.len() + MIB);
+    assert!(output.starts_with(br#"{"a":"s","b":{"x":1,"y":2},"z":[1,1,"#));
+    assert!(output.ends_with(b",1,1]}"));
+    assert_eq!(output.len(), input.len());
 }
 
 /// Member offsets are one word each, in a vector that grows by doubling: up
@@ -199,6 +222,10 @@ fn measure_tree_and_canonical() {
         ("array of 1s", array_of_ones()),
         ("string", long_string()),
         ("reversed object", reversed_object()),
+        (
+            "object with one large member",
+            object_with_one_large_member(),
+        ),
     ] {
         let (tree, tree_peak, tree_seconds) = measure(|| {
             let json = parse(&input).unwrap();
