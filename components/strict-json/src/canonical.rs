@@ -8,15 +8,15 @@
 //! offset per member of the objects open at once: nothing per array element
 //! or scalar.
 //!
-//! [`object_member_spans`] validates a request body the same way and
-//! locates its top-level members, so a decoder can parse small members into
+//! [`object_members`] validates a request body the same way and locates
+//! its top-level members, so a decoder can parse small members into
 //! [`Json`](crate::Json) and canonicalize a large one from its span.
+
+use std::ops::Range;
 
 use crate::error::Error;
 use crate::parse::MAX_DEPTH;
 use crate::scan::Scanner;
-
-pub use crate::scan::MemberSpan;
 
 /// The canonical JSON of the one strict JSON value in `input`, nesting at
 /// most [`MAX_DEPTH`] deep.
@@ -34,23 +34,43 @@ pub fn canonicalize_with_max_depth(input: &[u8], max_depth: usize) -> Result<Vec
 }
 
 /// Validates `body` as [`parse`](crate::parse()) does and, if it is an
-/// object, returns its members in document order with the span of each
-/// value. `Ok(None)` when the body is strict JSON but not an object.
+/// object, tells `on_member` the unescaped name and the value span of each
+/// of its members, in document order. `Ok(true)` for an object, `Ok(false)`
+/// for any other strict JSON value.
 ///
-/// Each span is a valid value nested one level deep, so
-/// `parse_with_max_depth(&body[span], MAX_DEPTH - 1)` and
-/// `canonicalize_with_max_depth(&body[span], MAX_DEPTH - 1)` succeed on it.
-/// Memory: the members' names and spans, plus the names of the objects open
-/// at once inside them.
-pub fn object_member_spans(body: &[u8]) -> Result<Option<Vec<MemberSpan>>, Error> {
+/// `on_member` is called while the rest of the body is still unchecked:
+/// what it learns counts only once this returns `Ok`. Each span is a valid
+/// value nested one level deep, so `parse_with_max_depth(&body[span],
+/// MAX_DEPTH - 1)` and `canonicalize_with_max_depth(&body[span], MAX_DEPTH -
+/// 1)` succeed on it. Memory: one offset per member of each object open at
+/// once, whatever `on_member` keeps aside.
+///
+/// ```
+/// use lab_strict_json::{canonicalize_with_max_depth, object_members, MAX_DEPTH};
+///
+/// let body = br#"{"profile":"a/b/1","record":{"b":[1.0,2],"a":"\u00e9"}}"#;
+/// let mut record = None;
+/// let object = object_members(body, &mut |name, span| {
+///     if name == "record" {
+///         record = Some(span);
+///     }
+/// })?;
+/// assert!(object);
+/// let canonical = canonicalize_with_max_depth(&body[record.unwrap()], MAX_DEPTH - 1)?;
+/// assert_eq!(canonical, "{\"a\":\"é\",\"b\":[1,2]}".as_bytes());
+/// # Ok::<(), lab_strict_json::Error>(())
+/// ```
+pub fn object_members(
+    body: &[u8],
+    on_member: &mut dyn FnMut(&str, Range<usize>),
+) -> Result<bool, Error> {
     let mut scanner = Scanner::new(checked(body)?, MAX_DEPTH, false);
-    scanner.collect_top_members();
+    scanner.on_top_member(on_member);
     scanner.document()?;
-    let object = body
+    Ok(body
         .iter()
         .find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
-        == Some(&b'{');
-    Ok(scanner.take_top_members().filter(|_| object))
+        == Some(&b'{'))
 }
 
 /// `input` if it is UTF-8 with something besides JSON whitespace: the checks
@@ -284,17 +304,32 @@ mod tests {
         }
     }
 
+    /// Names and value spans, in document order.
+    type Members = Vec<(String, Range<usize>)>;
+
+    /// The members `object_members` reports, or `None` for a non-object.
+    fn members(body: &[u8]) -> Result<Option<Members>, Error> {
+        let mut members = Vec::new();
+        let object = object_members(body, &mut |name, span| {
+            members.push((name.to_owned(), span));
+        })?;
+        Ok(object.then_some(members))
+    }
+
     #[test]
     fn member_spans_locate_each_value() {
         let body = br#" { "b" : [1, {"x":2}] , "\u0061":"s" ,"c":{}} "#;
-        let members = object_member_spans(body).unwrap().unwrap();
-        let names: Vec<&str> = members.iter().map(|m| m.name.as_str()).collect();
+        let members = members(body).unwrap().unwrap();
+        let names: Vec<&str> = members.iter().map(|(name, _)| name.as_str()).collect();
         assert_eq!(names, ["b", "a", "c"]);
-        let values: Vec<&[u8]> = members.iter().map(|m| &body[m.value.clone()]).collect();
+        let values: Vec<&[u8]> = members
+            .iter()
+            .map(|(_, span)| &body[span.clone()])
+            .collect();
         assert_eq!(values, [&br#"[1, {"x":2}]"#[..], br#""s""#, b"{}"]);
-        assert_eq!(object_member_spans(b"[1]"), Ok(None));
-        assert_eq!(object_member_spans(b" 7 "), Ok(None));
-        assert_eq!(object_member_spans(b"{}"), Ok(Some(vec![])));
+        assert_eq!(self::members(b"[{\"a\":1}]"), Ok(None));
+        assert_eq!(self::members(b" 7 "), Ok(None));
+        assert_eq!(self::members(b"{}"), Ok(Some(vec![])));
     }
 
     #[test]
@@ -307,7 +342,7 @@ mod tests {
             b"{\"record\":\"\xff\"}",
         ] {
             let old = parse(input).expect_err("refused");
-            let new = object_member_spans(input).expect_err("refused");
+            let new = members(input).expect_err("refused");
             assert_eq!(
                 std::mem::discriminant(&old),
                 std::mem::discriminant(&new),
@@ -321,7 +356,7 @@ mod tests {
             "]".repeat(MAX_DEPTH)
         );
         assert!(matches!(
-            object_member_spans(deep.as_bytes()),
+            members(deep.as_bytes()),
             Err(Error::TooDeep { .. })
         ));
         let fits = format!(
@@ -329,8 +364,8 @@ mod tests {
             "[".repeat(MAX_DEPTH - 1),
             "]".repeat(MAX_DEPTH - 1)
         );
-        let members = object_member_spans(fits.as_bytes()).unwrap().unwrap();
-        let span = &fits.as_bytes()[members[0].value.clone()];
+        let members = members(fits.as_bytes()).unwrap().unwrap();
+        let span = &fits.as_bytes()[members[0].1.clone()];
         assert!(canonicalize_with_max_depth(span, MAX_DEPTH - 1).is_ok());
     }
 }

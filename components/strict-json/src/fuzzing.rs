@@ -8,7 +8,7 @@ use ::base64::engine::general_purpose::STANDARD;
 use ::base64::Engine as _;
 
 use crate::base64::decode_canonical_base64;
-use crate::canonical::{canonicalize, object_member_spans};
+use crate::canonical::{canonicalize, canonicalize_with_max_depth, object_members};
 use crate::error::Error;
 use crate::parse::{parse, parse_with_max_depth, MAX_DEPTH};
 use crate::value::{Json, Number};
@@ -59,13 +59,14 @@ pub fn check_parse(data: &[u8]) {
     }
 }
 
-/// Runs [`canonicalize`] and [`object_member_spans`] on `data` and checks
+/// Runs [`canonicalize`] and [`object_members`] on `data` and checks
 /// them against the tree they replace, [`parse`] then
 /// `serde_json_canonicalizer` over the `serde_json::Value` of the tree:
 ///
 /// - both accept or both refuse, with the same refusal (for
 ///   [`Error::Syntax`], the same kind with an offset inside the input);
 /// - accepted, the canonical bytes are identical;
+/// - the same holds under depth bounds of 1 and 3;
 /// - the member spans of an object are its members in order, and each span
 ///   parses (one level deeper) to the member's value.
 pub fn check_canonical(data: &[u8]) {
@@ -89,21 +90,37 @@ pub fn check_canonical(data: &[u8]) {
             String::from_utf8_lossy(data)
         ),
     }
-    match (&tree, object_member_spans(data)) {
-        (Ok(Json::Object(object)), Ok(Some(members))) => {
+    // A lower bound brings depth refusals, and their order against
+    // duplicate names, into reach of small inputs.
+    for limit in [1, 3] {
+        match (
+            parse_with_max_depth(data, limit),
+            canonicalize_with_max_depth(data, limit),
+        ) {
+            (Ok(_), Ok(bytes)) => assert_eq!(Ok(&bytes), old.as_ref()),
+            (Err(old), Err(new)) => assert_same_refusal(data, &old, &new),
+            (old, new) => panic!("limit {limit}: tree {old:?}, canonical {new:?}"),
+        }
+    }
+    let mut members = Vec::new();
+    let object = object_members(data, &mut |name, span| {
+        members.push((name.to_owned(), span));
+    });
+    match (&tree, object) {
+        (Ok(Json::Object(object)), Ok(true)) => {
             assert_eq!(object.len(), members.len());
-            for ((name, value), member) in object.iter().zip(&members) {
-                assert_eq!(name, member.name);
-                let span = &data[member.value.clone()];
+            for ((name, value), (member, span)) in object.iter().zip(&members) {
+                assert_eq!(name, member);
+                let span = &data[span.clone()];
                 assert_eq!(
                     parse_with_max_depth(span, MAX_DEPTH - 1).as_ref(),
                     Ok(value)
                 );
             }
         }
-        (Ok(json), Ok(None)) => assert!(json.as_object().is_none()),
+        (Ok(json), Ok(false)) => assert!(json.as_object().is_none() && members.is_empty()),
         (Err(old), Err(new)) => assert_same_refusal(data, old, &new),
-        (tree, spans) => panic!("tree {tree:?}, spans {spans:?}"),
+        (tree, object) => panic!("tree {tree:?}, object_members {object:?}"),
     }
 }
 

@@ -15,13 +15,9 @@ use std::ops::Range;
 use crate::error::Error;
 use crate::jcs;
 
-/// One member of the outermost object: its unescaped name and the bytes of
-/// its value, without surrounding whitespace.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MemberSpan {
-    pub name: String,
-    pub value: Range<usize>,
-}
+/// Told each member of the outermost object: its unescaped name and the span
+/// of its value, without surrounding whitespace.
+pub(crate) type OnMember<'a> = &'a mut dyn FnMut(&str, Range<usize>);
 
 pub(crate) struct Scanner<'a> {
     /// Valid UTF-8 (checked by the caller).
@@ -38,8 +34,8 @@ pub(crate) struct Scanner<'a> {
     open: usize,
     /// Where the members of an object being reordered wait.
     spare: Vec<u8>,
-    /// Collects the outermost object's members when set.
-    top_members: Option<Vec<MemberSpan>>,
+    /// Told the outermost object's members, when set.
+    on_top_member: Option<OnMember<'a>>,
 }
 
 #[derive(Default)]
@@ -63,14 +59,14 @@ impl<'a> Scanner<'a> {
             objects: Vec::new(),
             open: 0,
             spare: Vec::new(),
-            top_members: None,
+            on_top_member: None,
         }
     }
 
     /// Only for a scanner that does not write.
-    pub(crate) fn collect_top_members(&mut self) {
+    pub(crate) fn on_top_member(&mut self, on_member: OnMember<'a>) {
         assert!(!self.write_values, "member names are read from the input");
-        self.top_members = Some(Vec::new());
+        self.on_top_member = Some(on_member);
     }
 
     /// Scans the whole input as one value and whitespace.
@@ -86,10 +82,6 @@ impl<'a> Scanner<'a> {
 
     pub(crate) fn into_output(self) -> Vec<u8> {
         self.out
-    }
-
-    pub(crate) fn take_top_members(&mut self) -> Option<Vec<MemberSpan>> {
-        self.top_members.take()
     }
 
     fn peek(&self) -> Option<u8> {
@@ -406,12 +398,9 @@ impl<'a> Scanner<'a> {
             let value = self.pos;
             self.value(depth)?;
             if depth == 1 {
-                if let Some(top) = &mut self.top_members {
-                    // Only collected when not writing: `name` is in the input.
-                    top.push(MemberSpan {
-                        name: jcs::name(self.input, name),
-                        value: value..self.pos,
-                    });
+                if let Some(on_member) = &mut self.on_top_member {
+                    // Only set when not writing: `name` is in the input.
+                    on_member(&jcs::name(self.input, name), value..self.pos);
                 }
             }
             self.skip_whitespace();
@@ -512,14 +501,18 @@ impl<'a> Scanner<'a> {
         }
     }
 
-    /// The offset `parse` reports for a refusal its visitor raises with the
-    /// deserializer at `at`: `serde_json` first skips whitespace and eats
-    /// the container's `close`, then reports the byte before its position,
-    /// or the position itself at the start of a line.
+    /// The offset `parse` reports for a refusal its visitor raises inside
+    /// the container closed by `close`, with the deserializer at `at`:
+    /// `serde_json` first tries to end the container (skipping whitespace,
+    /// then eating `close`, or for an array a `,` and whitespace after it),
+    /// then reports the byte before its position, or the position itself at
+    /// the start of a line.
     fn visitor_error_offset(&self, at: usize, close: u8) -> usize {
         let mut at = skip_whitespace(self.input, at);
-        if self.input.get(at) == Some(&close) {
-            at += 1;
+        match self.input.get(at) {
+            Some(&byte) if byte == close => at += 1,
+            Some(b',') if close == b']' => at = skip_whitespace(self.input, at + 1),
+            _ => {}
         }
         if at > 0 && self.input[at - 1] != b'\n' {
             at - 1
