@@ -232,6 +232,21 @@ mod tests {
     }
 
     #[test]
+    fn max_depth_fits_a_small_stack() {
+        // As for `parse`: half the 1 MiB default stack of wasm32 targets.
+        let text = "[{\"b\":0,\"a\":".repeat(MAX_DEPTH / 2) + "1" + &"}]".repeat(MAX_DEPTH / 2);
+        let handle = std::thread::Builder::new()
+            .stack_size(512 * 1024)
+            .spawn(move || {
+                let canonical = canonicalize(text.as_bytes()).is_ok();
+                let members = object_members(text.as_bytes(), &mut |_, _| {}).is_ok();
+                canonical && members
+            })
+            .unwrap();
+        assert!(handle.join().unwrap());
+    }
+
+    #[test]
     fn duplicates_are_refused_at_any_depth_after_unescaping() {
         for input in [
             r#"{"a":1,"a":2}"#,

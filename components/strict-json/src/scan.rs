@@ -4,8 +4,8 @@
 //!
 //! Memory: the output, one offset per member of each open object, and a
 //! copy of the largest object that had to be reordered, less its largest
-//! member. Arrays, strings and
-//! numbers stream into the output. When not writing, only the offsets.
+//! member. Arrays, strings and numbers stream into the output. When not
+//! writing, only the offsets.
 //!
 //! Refusals agree with [`parse`](crate::parse()) in kind, and in every field
 //! but for [`Error::Syntax`], whose position and message are this scanner's.
