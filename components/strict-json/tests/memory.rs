@@ -246,7 +246,7 @@ fn measure_tree_and_canonical() {
         println!(
             "{name}: {} MiB in; tree {tree_seconds:.2} s, peak {} MiB; \
              canonicalize {new_seconds:.2} s, peak {} MiB; \
-             member spans of a body around it {spans_seconds:.2} s, peak {} MiB",
+             object_members of a body around it {spans_seconds:.2} s, peak {} MiB",
             input.len() / MIB,
             tree_peak / MIB,
             new_peak / MIB,
