@@ -8,6 +8,7 @@ use ::base64::engine::general_purpose::STANDARD;
 use ::base64::Engine as _;
 
 use crate::base64::decode_canonical_base64;
+use crate::canonical::{canonicalize, canonicalize_with_max_depth, object_members};
 use crate::error::Error;
 use crate::parse::{parse, parse_with_max_depth, MAX_DEPTH};
 use crate::value::{Json, Number};
@@ -55,6 +56,78 @@ pub fn check_parse(data: &[u8]) {
             assert!(offset <= data.len(), "{error:?} beyond {}", data.len());
             assert!(!error.to_string().is_empty());
         }
+    }
+}
+
+/// Runs [`canonicalize`] and [`object_members`] on `data` and checks
+/// them against the tree they replace, [`parse`] then
+/// `serde_json_canonicalizer` over the `serde_json::Value` of the tree:
+///
+/// - both accept or both refuse, with the same refusal (for
+///   [`Error::Syntax`], the same kind with an offset inside the input);
+/// - accepted, the canonical bytes are identical;
+/// - the same holds under depth bounds of 1 and 3;
+/// - the member spans of an object are its members in order, and each span
+///   parses (one level deeper) to the member's value.
+pub fn check_canonical(data: &[u8]) {
+    let tree = parse(data);
+    let old = tree.as_ref().map(|json| {
+        let value = serde_json::to_value(json).expect("strict JSON converts");
+        serde_json_canonicalizer::to_vec(&value).expect("a value canonicalizes")
+    });
+    let new = canonicalize(data);
+    match (&old, &new) {
+        (Ok(old), Ok(new)) => assert!(
+            old == new,
+            "{:?} canonicalized as {:?}, not {:?}",
+            String::from_utf8_lossy(data),
+            String::from_utf8_lossy(new),
+            String::from_utf8_lossy(old)
+        ),
+        (Err(old), Err(new)) => assert_same_refusal(data, old, new),
+        _ => panic!(
+            "{:?}: tree {old:?}, canonical {new:?}",
+            String::from_utf8_lossy(data)
+        ),
+    }
+    // A lower bound brings depth refusals, and their order against
+    // duplicate names, into reach of small inputs.
+    for limit in [1, 3] {
+        match (
+            parse_with_max_depth(data, limit),
+            canonicalize_with_max_depth(data, limit),
+        ) {
+            (Ok(_), Ok(bytes)) => assert_eq!(Ok(&bytes), old.as_ref()),
+            (Err(old), Err(new)) => assert_same_refusal(data, &old, &new),
+            (old, new) => panic!("limit {limit}: tree {old:?}, canonical {new:?}"),
+        }
+    }
+    let mut members = Vec::new();
+    let object = object_members(data, &mut |name, span| {
+        members.push((name.to_owned(), span));
+    });
+    match (&tree, object) {
+        (Ok(Json::Object(object)), Ok(true)) => {
+            assert_eq!(object.len(), members.len());
+            for ((name, value), (member, span)) in object.iter().zip(&members) {
+                assert_eq!(name, member);
+                let span = &data[span.clone()];
+                assert_eq!(
+                    parse_with_max_depth(span, MAX_DEPTH - 1).as_ref(),
+                    Ok(value)
+                );
+            }
+        }
+        (Ok(json), Ok(false)) => assert!(json.as_object().is_none() && members.is_empty()),
+        (Err(old), Err(new)) => assert_same_refusal(data, old, &new),
+        (tree, object) => panic!("tree {tree:?}, object_members {object:?}"),
+    }
+}
+
+fn assert_same_refusal(data: &[u8], old: &Error, new: &Error) {
+    match (old, new) {
+        (Error::Syntax { .. }, Error::Syntax { offset, .. }) => assert!(*offset <= data.len()),
+        _ => assert_eq!(old, new, "{:?}", String::from_utf8_lossy(data)),
     }
 }
 
@@ -244,6 +317,191 @@ mod tests {
         }
         // Both sides of the decoder are exercised.
         assert!(accepted > 250 && refused > 250, "{accepted} / {refused}");
+    }
+
+    /// Names that sort differently by UTF-16 units and by code points, and
+    /// that collide when one is written escaped and another is not.
+    const NAMES: &[&str] = &[
+        "a",
+        "b",
+        "A",
+        "",
+        "aa",
+        "é",
+        "\u{e000}",
+        "\u{ffff}",
+        "😀",
+        "\u{10ffff}",
+        "\"",
+        "\n",
+        "/",
+    ];
+
+    fn whitespace(rng: &mut Rng, out: &mut String) {
+        for _ in 0..rng.below(3).saturating_sub(1) {
+            out.push([' ', '\t', '\n', '\r'][rng.below(4)]);
+        }
+    }
+
+    /// `text` as a JSON string, each character written raw or escaped at
+    /// random (astral ones as surrogate pairs).
+    fn string(rng: &mut Rng, text: &str, out: &mut String) {
+        out.push('"');
+        for c in text.chars() {
+            let must = c < ' ' || c == '"' || c == '\\';
+            if must || rng.below(4) == 0 {
+                match rng.below(3) {
+                    0 if c == '/' => out.push_str("\\/"),
+                    0 if c == '\n' => out.push_str("\\n"),
+                    0 if c == '"' => out.push_str("\\\""),
+                    _ => {
+                        let mut units = [0; 2];
+                        for unit in c.encode_utf16(&mut units) {
+                            out.push_str(&format!("\\u{unit:04X}"));
+                        }
+                    }
+                }
+            } else {
+                out.push(c);
+            }
+        }
+        out.push('"');
+    }
+
+    fn text(rng: &mut Rng) -> String {
+        const CHARS: &[char] = &[
+            'x',
+            ' ',
+            '\0',
+            '\u{1f}',
+            '\u{7f}',
+            '\u{8}',
+            '\t',
+            '"',
+            '\\',
+            '/',
+            'é',
+            '\u{2028}',
+            '\u{e000}',
+            '😀',
+            '\u{10ffff}',
+        ];
+        (0..rng.below(6))
+            .map(|_| CHARS[rng.below(CHARS.len())])
+            .collect()
+    }
+
+    fn number(rng: &mut Rng, out: &mut String) {
+        if rng.below(2) == 0 {
+            out.push('-');
+        }
+        let longest = if rng.below(4) == 0 { 25 } else { 4 };
+        let digits = 1 + rng.below(longest);
+        out.push(char::from(b'0' + rng.below(10) as u8));
+        if !out.ends_with('0') {
+            for _ in 1..digits {
+                out.push(char::from(b'0' + rng.below(10) as u8));
+            }
+        }
+        if rng.below(3) == 0 {
+            out.push('.');
+            for _ in 0..1 + rng.below(20) {
+                out.push(char::from(b'0' + rng.below(10) as u8));
+            }
+        }
+        if rng.below(3) == 0 {
+            out.push(['e', 'E'][rng.below(2)]);
+            out.push_str(["", "+", "-"][rng.below(3)]);
+            let bound = [3, 30, 330][rng.below(3)];
+            out.push_str(&rng.below(bound).to_string());
+        }
+    }
+
+    /// A random JSON value; objects mostly have distinct names.
+    fn value(rng: &mut Rng, depth: usize, out: &mut String) {
+        whitespace(rng, out);
+        let container = depth < 6 && rng.below(3) == 0;
+        match (container, rng.below(6)) {
+            (true, 0..=2) => {
+                out.push('{');
+                let mut names: Vec<&str> = NAMES.to_vec();
+                for i in 0..rng.below(7) {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    let name = if rng.below(40) == 0 {
+                        NAMES[rng.below(NAMES.len())]
+                    } else if names.is_empty() {
+                        break;
+                    } else {
+                        names.swap_remove(rng.below(names.len()))
+                    };
+                    whitespace(rng, out);
+                    string(rng, name, out);
+                    whitespace(rng, out);
+                    out.push(':');
+                    value(rng, depth + 1, out);
+                }
+                whitespace(rng, out);
+                out.push('}');
+            }
+            (true, _) => {
+                out.push('[');
+                for i in 0..rng.below(5) {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    value(rng, depth + 1, out);
+                }
+                out.push(']');
+            }
+            (false, 0 | 1) => number(rng, out),
+            (false, 2 | 3) => {
+                let text = text(rng);
+                string(rng, &text, out);
+            }
+            (false, 4) => out.push_str(["true", "false"][rng.below(2)]),
+            (false, _) => out.push_str("null"),
+        }
+        whitespace(rng, out);
+    }
+
+    #[test]
+    fn canonical_agrees_with_the_tree_on_random_documents() {
+        let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+        let (mut accepted, mut refused) = (0, 0);
+        for round in 0..6000 {
+            let mut document = String::new();
+            value(&mut rng, 0, &mut document);
+            let mut input = document.into_bytes();
+            if round % 3 == 0 {
+                for _ in 0..1 + rng.below(3) {
+                    mutate(&mut rng, &mut input);
+                }
+            }
+            check_canonical(&input);
+            if parse(&input).is_ok() {
+                accepted += 1;
+            } else {
+                refused += 1;
+            }
+        }
+        assert!(accepted > 2000 && refused > 1000, "{accepted} / {refused}");
+    }
+
+    #[test]
+    fn canonical_agrees_with_the_tree_on_mutated_seeds() {
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        for _ in 0..3000 {
+            let mut input = SEEDS[rng.below(SEEDS.len())].as_bytes().to_vec();
+            for _ in 0..1 + rng.below(4) {
+                mutate(&mut rng, &mut input);
+            }
+            check_canonical(&input);
+        }
+        for seed in SEEDS {
+            check_canonical(seed.as_bytes());
+        }
     }
 
     #[test]

@@ -14,6 +14,10 @@
 //! - [`error`]: [`Error`], why a body is not strict JSON.
 //! - [`shape`]: [`expect_object`], [`ShapeError`] and the typed member
 //!   getters on [`Object`] used for "an object with exactly these members".
+//! - [`canonical`]: [`canonicalize`], RFC 8785 canonical JSON of strict
+//!   input without building a [`Json`], and [`object_members`], the
+//!   top-level members of a body located without a tree; both on
+//!   `scan`, a tree-less strict scanner, and `jcs`, the canonical encoding.
 //! - [`base64`](mod@base64): [`decode_canonical_base64`].
 //! - [`fuzzing`]: invariant checks a fuzz target can call with arbitrary bytes.
 //!
@@ -22,13 +26,17 @@
 //! `details.field`.
 
 pub mod base64;
+pub mod canonical;
 pub mod error;
 pub mod fuzzing;
+mod jcs;
 pub mod parse;
+mod scan;
 pub mod shape;
 pub mod value;
 
 pub use crate::base64::decode_canonical_base64;
+pub use crate::canonical::{canonicalize, canonicalize_with_max_depth, object_members};
 pub use crate::error::Error;
 pub use crate::parse::{parse, parse_with_max_depth, MAX_DEPTH};
 pub use crate::shape::{expect_object, Expected, ShapeError};
