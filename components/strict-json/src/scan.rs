@@ -475,8 +475,16 @@ impl<'a> Scanner<'a> {
             .min()?;
         let member = names.iter().filter(|&&name| name < repeat).count();
         let name_end = self.member_name_end(self.objects[index].input_start, member);
+        let name = jcs::name(text, repeat);
+        // Each enclosing object is still reading the member it named last.
+        let mut path: Vec<String> = self.objects[..index]
+            .iter()
+            .filter_map(|outer| outer.names.last().map(|&at| jcs::name(text, at)))
+            .collect();
+        path.push(name.clone());
         Some(Error::DuplicateMember {
-            name: jcs::name(text, repeat),
+            name,
+            field: path.join("."),
             offset: self.visitor_error_offset(name_end, b'}'),
         })
     }
