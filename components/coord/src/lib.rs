@@ -99,7 +99,8 @@ pub struct Call<'a> {
     pub query: Query,
     pub request: &'a Request,
     pub body: &'a IncomingBody,
-    /// The JSON body as sent (empty for reads and `retain`).
+    /// The JSON body as sent (empty for reads and `retain`); given up once
+    /// it is decoded.
     pub json_body: Vec<u8>,
     pub settings: Settings,
     pub world: World,
@@ -125,6 +126,9 @@ impl Call<'_> {
 
     /// Steps 1-4 over the JSON body (or the empty body).
     pub fn authenticate(&mut self) -> Result<Principal, Refusal> {
+        if let Some(principal) = self.principal {
+            return Ok(principal);
+        }
         let digest = BodyDigest::of(&self.json_body);
         self.authenticate_with(digest)
     }

@@ -80,8 +80,10 @@ pub struct PublishRequest {
     pub operation_id: String,
     pub path: Vec<String>,
     pub profile: String,
-    /// The record as sent.
-    pub record: serde_json::Value,
+    /// The record in its RFC 8785 canonical form: what is retained, and
+    /// what the request digest covers. Never a value tree: a record may
+    /// be most of a 64 MiB body.
+    pub record: Vec<u8>,
     pub expected_cutoff: Option<u64>,
     pub metadata: BTreeMap<String, String>,
 }
@@ -167,17 +169,17 @@ pub fn check_query(query: &Query) -> Result<(), Refusal> {
 }
 
 pub fn object(body: &[u8]) -> Result<Object, Refusal> {
-    let json = parse(body).map_err(|e| {
-        let message = format!("the body is not strict JSON: {e}");
-        match e {
-            // A repeated member is named like every other faulty member.
-            lab_strict_json::Error::DuplicateMember { field, .. } => {
-                Refusal::invalid(field, message)
-            }
-            _ => Refusal::invalid_request(message),
-        }
-    })?;
+    let json = parse(body).map_err(strict_json_refusal)?;
     expect_object(json).map_err(shape)
+}
+
+fn strict_json_refusal(e: lab_strict_json::Error) -> Refusal {
+    let message = format!("the body is not strict JSON: {e}");
+    match e {
+        // A repeated member is named like every other faulty member.
+        lab_strict_json::Error::DuplicateMember { field, .. } => Refusal::invalid(field, message),
+        _ => Refusal::invalid_request(message),
+    }
 }
 
 fn shape(e: ShapeError) -> Refusal {
@@ -264,19 +266,52 @@ pub fn is_profile(profile: &str) -> bool {
             && version.bytes().all(|b| b.is_ascii_digit()))
 }
 
-pub fn publish(mut body: Object) -> Result<PublishRequest, Refusal> {
-    let operation_id = operation_id(&mut body)?;
-    let path = path(&mut body, "path")?;
-    let profile = body.take_required_str("profile").map_err(shape)?;
+/// The strict decoder of a publish body. Its `record` is canonicalized
+/// straight from its bytes; the other members, small, are decoded as a
+/// tree like every other body's.
+pub fn publish(body: &[u8]) -> Result<PublishRequest, Refusal> {
+    let mut record = None;
+    let mut others = vec![b'{'];
+    let is_object = lab_strict_json::object_members(body, &mut |name, span| {
+        if name == "record" {
+            record = Some(span);
+            return;
+        }
+        if others.len() > 1 {
+            others.push(b',');
+        }
+        others.extend(serde_json::to_vec(name).expect("a string serializes"));
+        others.push(b':');
+        others.extend_from_slice(&body[span]);
+    })
+    .map_err(strict_json_refusal)?;
+    if !is_object {
+        return Err(Refusal::invalid_request("the body is not a JSON object"));
+    }
+    others.push(b'}');
+    let mut body_members = object(&others)?;
+    let operation_id = operation_id(&mut body_members)?;
+    let path = path(&mut body_members, "path")?;
+    let profile = body_members.take_required_str("profile").map_err(shape)?;
     if !is_profile(&profile) {
         return Err(Refusal::invalid(
             "profile",
             "a profile is `<namespace>/<name>/<version>`",
         ));
     }
-    let record = body.take_required("record").map_err(shape)?;
-    let record = serde_json::to_value(&record)
-        .map_err(|_| Refusal::invalid("record", "the record is not representable"))?;
+    // The whole body is strict JSON by now, so its record is too.
+    let record = match record {
+        Some(span) => lab_strict_json::canonicalize_with_max_depth(
+            &body[span],
+            lab_strict_json::MAX_DEPTH - 1,
+        )
+        .map_err(strict_json_refusal)?,
+        None => return Err(Refusal::invalid("record", "`record` is required")),
+    };
+    if record == b"null" {
+        return Err(Refusal::invalid("record", "`record` is not null"));
+    }
+    let mut body = body_members;
     let expected_cutoff = expected_cutoff(&mut body)?;
     let mut metadata = BTreeMap::new();
     if let Some(object) = body.take_optional_object("metadata").map_err(shape)? {
@@ -473,13 +508,24 @@ mod tests {
 
     #[test]
     fn publish_strictness() {
-        let ok = br#"{"operation_id":"op-1","path":["projects","p","snapshots","s"],"profile":"lab/finding/1","record":{"x":1}}"#;
-        assert!(publish(object(ok).unwrap()).is_ok());
+        let ok = br#"{"record":{"y":[1,2.50,"\u00e9"],"x":1},"operation_id":"op-1","path":["projects","p","snapshots","s"],"profile":"lab/finding/1"}"#;
+        let decoded = publish(ok).unwrap();
+        assert_eq!(decoded.record, "{\"x\":1,\"y\":[1,2.5,\"é\"]}".as_bytes());
+        assert_eq!(decoded.operation_id, "op-1");
         let unknown = br#"{"operation_id":"op-1","path":["projects","p","snapshots","s"],"profile":"lab/finding/1","record":1,"extra":1}"#;
-        assert_eq!(
-            publish(object(unknown).unwrap()).unwrap_err().code(),
-            "invalid"
-        );
+        let r = publish(unknown).unwrap_err();
+        assert_eq!(r.details().unwrap()["field"], "extra");
+        for (body, field) in [
+            (&br#"{"operation_id":"op-1","path":[],"profile":"lab/f/1"}"#[..], "record"),
+            (br#"{"operation_id":"op-1","path":[],"profile":"lab/f/1","record":null}"#, "record"),
+            (br#"{"operation_id":"op-1","path":[],"profile":"lab/f/1","record":{"a":1,"a":2}}"#, "record.a"),
+            (br#"{"operation_id":"op-1","record":1,"record":2}"#, "record"),
+        ] {
+            let r = publish(body).unwrap_err();
+            assert_eq!(r.details().unwrap()["field"], field, "{}", String::from_utf8_lossy(body));
+        }
+        assert!(publish(b"[1]").is_err());
+        assert!(publish(b"{} x").is_err());
         let dup = br#"{"operation_id":"a","operation_id":"b"}"#;
         let r = object(dup).unwrap_err();
         assert_eq!(r.code(), "invalid");
@@ -490,7 +536,7 @@ mod tests {
             "artifact.bytes"
         );
         let bad_id = br#"{"operation_id":"a b","path":[],"profile":"lab/f/1","record":1}"#;
-        let r = publish(object(bad_id).unwrap()).unwrap_err();
+        let r = publish(bad_id).unwrap_err();
         assert_eq!(r.details().unwrap()["field"], "operation_id");
     }
 }

@@ -24,14 +24,13 @@ use crate::table::Serve;
 use crate::world::World;
 use crate::{Call, Reply};
 use base64::Engine as _;
-use lab_strict_json::Object;
 use serde_json::{json, Value};
 
 /// A request type of a JSON operation, paired with its strict decoder and
 /// its handler: a table row names the type ([`json`]), so a decoder can
 /// reach no other handler.
 pub trait JsonOperation: Sized + Into<Decoded> {
-    fn decode(body: Object) -> Result<Self, Refusal>;
+    fn decode(body: &[u8]) -> Result<Self, Refusal>;
     fn handle(self, call: &mut Call<'_>) -> Result<Reply, Refusal>;
 }
 
@@ -44,19 +43,35 @@ pub const fn json<R: JsonOperation>() -> Serve {
 }
 
 fn decode_json<R: JsonOperation>(body: &[u8]) -> Result<Decoded, Refusal> {
-    R::decode(request::object(body)?).map(Into::into)
+    R::decode(body).map(Into::into)
 }
 
+/// Decodes the body of an authenticated call, lets the body go (it may be
+/// most of an instance's memory), and handles the request.
 fn run_json<R: JsonOperation>(call: &mut Call<'_>) -> Result<Reply, Refusal> {
-    R::decode(request::object(&call.json_body)?)?.handle(call)
+    let body = std::mem::take(&mut call.json_body);
+    let request = R::decode(&body)?;
+    drop(body);
+    request.handle(call)
 }
 
-/// Each JSON request type with its decoder and its handler.
+impl JsonOperation for PublishRequest {
+    /// From the body's bytes: its record is never a value tree.
+    fn decode(body: &[u8]) -> Result<Self, Refusal> {
+        request::publish(body)
+    }
+    fn handle(self, call: &mut Call<'_>) -> Result<Reply, Refusal> {
+        publish::publish(call, self)
+    }
+}
+
+/// Each other JSON request type with the decoder of its body's tree and
+/// its handler.
 macro_rules! json_operations {
     ($($request:ident => $decode:path, $handle:path;)*) => {$(
         impl JsonOperation for $request {
-            fn decode(body: Object) -> Result<Self, Refusal> {
-                $decode(body)
+            fn decode(body: &[u8]) -> Result<Self, Refusal> {
+                $decode(request::object(body)?)
             }
             fn handle(self, call: &mut Call<'_>) -> Result<Reply, Refusal> {
                 $handle(call, self)
@@ -66,7 +81,6 @@ macro_rules! json_operations {
 }
 
 json_operations! {
-    PublishRequest => request::publish, publish::publish;
     CreateArtifactRequest => request::create_artifact, provision::create_artifact;
     CreateProjectRequest => request::create_project, provision::create_project;
     CreateCampaignRequest => request::create_campaign, provision::create_campaign;

@@ -131,16 +131,18 @@ fn admit_service_record(
     let create_id = scoped_operation_id("leaf", &publisher, record.operation_id, &record.path);
     let (leaf, created) = ensure_leaf(call, &record.path, &create_id)?;
     let metadata = BTreeMap::new();
+    let payload = lab_coord_auth::canonical_json(&record.record);
     let admitted = admit(Admission {
         op: record.op,
         leaf: &leaf,
         publisher,
         operation_id: record.operation_id,
         profile: record.profile,
-        record: &record.record,
+        payload: &payload,
         metadata: &metadata,
         expected_cutoff: record.expected_cutoff,
         normalized: record.normalized,
+        record_in_request: false,
     })?;
     Ok((
         admitted.record,

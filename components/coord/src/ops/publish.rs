@@ -27,11 +27,16 @@ pub struct Admission<'a> {
     pub publisher: Principal,
     pub operation_id: &'a str,
     pub profile: &'a str,
-    pub record: &'a Value,
+    /// The record's RFC 8785 canonical bytes: its retained payload.
+    pub payload: &'a [u8],
     pub metadata: &'a BTreeMap<String, String>,
     pub expected_cutoff: Option<u64>,
     /// The normalized semantic request the digest covers.
     pub normalized: Value,
+    /// Whether the request's `record` member is the payload (`publish`):
+    /// then `normalized` holds null there, and the digest covers the
+    /// payload's bytes in its place (see [`request_digest`]).
+    pub record_in_request: bool,
 }
 
 /// The outcome: the record occurrence and whether it was an earlier one.
@@ -58,14 +63,37 @@ pub fn request_id(publisher: &Principal, operation_id: &str, leaf: &Space) -> St
 
 /// The digest of the operation name, the destination and the normalized
 /// request (proof bytes and server-chosen values excluded).
-pub fn request_digest(op: &str, leaf: &Space, normalized: &Value) -> Hash {
+///
+/// With `record`, the request's `record` member is those canonical bytes
+/// (`normalized` holds null there), spliced in rather than parsed: RFC 8785
+/// orders `request` last among the document's members and `record` last
+/// among a publish request's, so the canonical document ends with the
+/// record and `}}`.
+pub fn request_digest(
+    op: &str,
+    leaf: &Space,
+    normalized: &Value,
+    record: Option<&[u8]>,
+) -> Result<Hash, Refusal> {
     let document = json!({
         "purpose": "coord.request-digest.v1",
         "op": op,
         "destination": { "root_id": leaf.root_id, "space_id": leaf.space_id, "path": leaf.path },
         "request": normalized,
     });
-    Hash(sha256(&canonical_json(&document)))
+    let canonical = canonical_json(&document);
+    let Some(record) = record else {
+        return Ok(Hash(sha256(&canonical)));
+    };
+    let prefix = canonical
+        .strip_suffix(b"\"record\":null}}".as_slice())
+        .ok_or_else(|| Refusal::Internal("the normalized request does not end with its record".into()))?;
+    let mut hasher = Sha256::new();
+    hasher.update(prefix);
+    hasher.update(b"\"record\":");
+    hasher.update(record);
+    hasher.update(b"}}");
+    Ok(Hash(hasher.finalize().into()))
 }
 
 fn record_json(fact: &RecordFact, entry: &Value) -> Value {
@@ -131,13 +159,13 @@ fn recover(found: Vec<(Value, RecordFact)>, digest: &Hash) -> Result<Option<Admi
 pub fn admit(admission: Admission<'_>) -> Result<Admitted, Refusal> {
     let leaf = admission.leaf;
     let request_id = request_id(&admission.publisher, admission.operation_id, leaf);
-    let digest = request_digest(admission.op, leaf, &admission.normalized);
+    let record = admission.record_in_request.then_some(admission.payload);
+    let digest = request_digest(admission.op, leaf, &admission.normalized, record)?;
     if let Some(earlier) = recover(search(leaf, &request_id)?, &digest)? {
         return Ok(earlier);
     }
-    // Step 3: build and retain the payload once, choose the clock, append.
-    let payload = canonical_json(admission.record);
-    let retained = blobs::put(payload).map_err(|e| match e.code() {
+    // Step 3: retain the payload once, choose the clock, append.
+    let retained = blobs::put(admission.payload.to_vec()).map_err(|e| match e.code() {
         Some("too_large") => {
             Refusal::LimitExceeded("the record exceeds the per-object limit".into())
         }
@@ -282,7 +310,7 @@ pub fn publish(call: &mut Call<'_>, request: PublishRequest) -> Result<Reply, Re
         "operation_id": request.operation_id,
         "path": request.path,
         "profile": request.profile,
-        "record": request.record,
+        "record": null,
         "expected_cutoff": request.expected_cutoff,
         "metadata": request.metadata,
     });
@@ -292,10 +320,11 @@ pub fn publish(call: &mut Call<'_>, request: PublishRequest) -> Result<Reply, Re
         publisher,
         operation_id: &request.operation_id,
         profile: &request.profile,
-        record: &request.record,
+        payload: &request.record,
         metadata: &request.metadata,
         expected_cutoff: request.expected_cutoff,
         normalized,
+        record_in_request: true,
     })?;
     Ok(Reply::Json(
         if admitted.replayed { 200 } else { 201 },
@@ -315,7 +344,11 @@ fn check_profile(request: &PublishRequest) -> Result<(), Refusal> {
         return Ok(());
     };
     match name {
-        "acquisition-target/1" => check_acquisition_target(&request.record),
+        "acquisition-target/1" => {
+            let record: Value = serde_json::from_slice(&request.record)
+                .map_err(|_| Refusal::invalid_record("record", "not a JSON value"))?;
+            check_acquisition_target(&record)
+        }
         _ => Err(Refusal::invalid_record(
             "profile",
             format!(
@@ -379,4 +412,74 @@ fn check_acquisition_target(record: &Value) -> Result<(), Refusal> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn leaf() -> Space {
+        Space {
+            root_id: "rt_5f1c0a7e2b9d4c3a8e6f1b0d2c4a6e8f".into(),
+            space_id: "spc_1f2e3d4c5b6a79880716253443526170".into(),
+            path: ["worlds", "lab", "projects", "alpha", "snapshots", "s1"]
+                .map(String::from)
+                .to_vec(),
+        }
+    }
+
+    fn normalized(record: Value) -> Value {
+        json!({
+            "operation_id": "op-1",
+            "path": ["projects", "alpha", "snapshots", "s1"],
+            "profile": "lab/finding/1",
+            "record": record,
+            "expected_cutoff": null,
+            "metadata": {},
+        })
+    }
+
+    /// The worked example of HTTP.md decision 7, with the record spliced
+    /// in as canonical bytes and as a value tree.
+    #[test]
+    fn the_documented_request_identity() {
+        let publisher = Principal::parse(
+            "ed25519:ed4928c628d1c2c6eae90338905995612959273a5c63f93636c14614ac8737d1",
+        )
+        .unwrap();
+        assert_eq!(
+            request_id(&publisher, "op-1", &leaf()),
+            "req_a387fd0239c16ed6c52de527a74b71db550ceecd9a0057f4794677e0ecefed47"
+        );
+        let spliced =
+            request_digest("publish", &leaf(), &normalized(Value::Null), Some(b"{\"x\":1}"))
+                .unwrap();
+        let tree = request_digest("publish", &leaf(), &normalized(json!({"x": 1})), None).unwrap();
+        let documented =
+            "sha256:f6112f60aca832892aa4bb2fd18b2205cdd70670a2d7216572d42f3c295e61ea";
+        assert_eq!(spliced.to_string(), documented);
+        assert_eq!(tree.to_string(), documented);
+    }
+
+    /// Splicing agrees with the tree for records of every shape, metadata
+    /// and preconditions included.
+    #[test]
+    fn splicing_agrees_with_the_tree() {
+        for record in [
+            json!(0),
+            json!("a \"quoted\" é"),
+            json!([1, [2, {"b": 1, "a": 2}]]),
+            json!({"z": null, "a": {"y": 1.5, "x": -0.0}}),
+        ] {
+            let mut with_metadata = normalized(Value::Null);
+            with_metadata["metadata"] = json!({"k": "v", "a": "b"});
+            with_metadata["expected_cutoff"] = json!(7);
+            let canonical = canonical_json(&record);
+            let spliced =
+                request_digest("publish", &leaf(), &with_metadata, Some(&canonical)).unwrap();
+            with_metadata["record"] = record.clone();
+            let tree = request_digest("publish", &leaf(), &with_metadata, None).unwrap();
+            assert_eq!(spliced, tree, "{record}");
+        }
+    }
 }
