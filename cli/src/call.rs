@@ -294,8 +294,9 @@ pub fn run_call(args: CallArgs, common: &Common) -> Result<(), Failure> {
     }
     .map_err(|err| Failure::Usage(ops::explain(op, err)))?;
     let header = built
-        .header(&key, grants, &nonce, grant::now(), &audience)
-        .map_err(|err| Failure::Usage(format!("cannot sign the request: {err}")))?;
+        .carriage(&key, grants, &nonce, grant::now(), &audience)
+        .map_err(|err| Failure::Usage(format!("cannot sign the request: {err}")))?
+        .to_header();
 
     let target = format!("{}{}", endpoint.prefix, built.target);
     let mut headers = vec![(HEADER, header)];

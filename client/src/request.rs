@@ -212,7 +212,7 @@ impl Built {
 
     /// The carriage of this request: a proof by `key` of this operation,
     /// parameters and body for `audience` at `timestamp` with `nonce`, and
-    /// `grants`.
+    /// `grants`. Its [`Carriage::to_header`] is the `Svc-Auth` value.
     pub fn carriage(
         &self,
         key: &SigningKey,
@@ -231,20 +231,6 @@ impl Built {
             audience,
         )?;
         Ok(Carriage::new(proof, grants))
-    }
-
-    /// The `Svc-Auth` header value of [`Built::carriage`].
-    pub fn header(
-        &self,
-        key: &SigningKey,
-        grants: Vec<Grant>,
-        nonce: &str,
-        timestamp: u64,
-        audience: &str,
-    ) -> Result<String, SignError> {
-        Ok(self
-            .carriage(key, grants, nonce, timestamp, audience)?
-            .to_header())
     }
 }
 
@@ -467,14 +453,15 @@ mod tests {
         .unwrap();
         let b = built(req("entries").path(path.clone()).int("limit", 1));
         let header = b
-            .header(
+            .carriage(
                 &key,
                 vec![grant],
                 "n0000000000000000000001",
                 1_900_000_000,
                 "http://x",
             )
-            .unwrap();
+            .unwrap()
+            .to_header();
         let carriage = Carriage::from_header(Some(header.as_bytes())).unwrap();
         assert_eq!(carriage.proof.principal, Principal::of(&key));
         let verifier = Verifier::new("lab", Principal::of(&root), "http://x");

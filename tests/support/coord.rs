@@ -203,7 +203,7 @@ impl Coord {
     /// The `Svc-Auth` value of `req` signed by `who`.
     pub fn header(&self, who: &Holder, req: &Req, timestamp: u64, nonce: &str) -> String {
         req.built()
-            .header(
+            .carriage(
                 &who.key,
                 who.grants.clone(),
                 nonce,
@@ -211,6 +211,7 @@ impl Coord {
                 &self.audience,
             )
             .unwrap()
+            .to_header()
     }
 
     /// Sends `req` with `header` as its `Svc-Auth`, or none.

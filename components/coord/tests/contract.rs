@@ -141,31 +141,7 @@ fn http_rows_match_the_router_table() {
                 assert_eq!(str_of(http, "method"), op.method, "{name} method");
                 assert_eq!(str_of(http, "path"), route, "{name} path");
                 assert_eq!(str_of(row, "grant"), op.grant.as_str(), "{name} grant");
-                let params: Vec<(String, String, bool)> = row["params"]
-                    .as_array()
-                    .unwrap_or_else(|| panic!("{name} has no params array"))
-                    .iter()
-                    .map(|p| {
-                        (
-                            str_of(p, "name").to_string(),
-                            str_of(p, "kind").to_string(),
-                            p["required"].as_bool().expect("required is a boolean"),
-                        )
-                    })
-                    .collect();
-                let expected: Vec<(String, String, bool)> = op
-                    .params
-                    .iter()
-                    .map(|(n, kind, required)| {
-                        let kind = match kind {
-                            ParamKind::Str => "string",
-                            ParamKind::Int => "int",
-                            ParamKind::Strings => "strings",
-                        };
-                        (n.to_string(), kind.to_string(), *required)
-                    })
-                    .collect();
-                assert_eq!(params, expected, "{name} parameters");
+                assert_eq!(contract_params(row), router_params(op), "{name} parameters");
                 let carried = !matches!(name, "retain" | "fetch");
                 assert_eq!(row["ws"], carried, "{name} ws");
             }
@@ -182,18 +158,29 @@ fn http_rows_match_the_router_table() {
 
 /// One HTTP row as both tables and `operations.json` can state it:
 /// name, method, route, grant, params (name, kind, required), body kind.
-type Row = (
-    String,
-    String,
-    String,
-    String,
-    Vec<(String, String, bool)>,
-    &'static str,
-);
+type Row = (String, String, String, String, Params, &'static str);
 
-fn router_row(op: &table::Operation) -> Row {
-    let params = op
-        .params
+/// A row's parameters as `(name, kind, required)`.
+type Params = Vec<(String, String, bool)>;
+
+fn contract_params(row: &Value) -> Params {
+    let name = str_of(row, "name");
+    row["params"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{name} has no params array"))
+        .iter()
+        .map(|p| {
+            (
+                str_of(p, "name").to_string(),
+                str_of(p, "kind").to_string(),
+                p["required"].as_bool().expect("required is a boolean"),
+            )
+        })
+        .collect()
+}
+
+fn router_params(op: &table::Operation) -> Params {
+    op.params
         .iter()
         .map(|(name, kind, required)| {
             let kind = match kind {
@@ -203,7 +190,10 @@ fn router_row(op: &table::Operation) -> Row {
             };
             (name.to_string(), kind.to_string(), *required)
         })
-        .collect();
+        .collect()
+}
+
+fn router_row(op: &table::Operation) -> Row {
     let body = match op.body {
         table::BodyKind::None => "none",
         table::BodyKind::Json => "json",
@@ -214,7 +204,7 @@ fn router_row(op: &table::Operation) -> Row {
         op.method.to_string(),
         format!("/v1/{}", op.route.join("/")),
         op.grant.as_str().to_string(),
-        params,
+        router_params(op),
         body,
     )
 }
@@ -257,18 +247,6 @@ fn contract_rows() -> Vec<Row> {
         .map(|row| {
             let http = &row["http"];
             let method = str_of(http, "method");
-            let params = row["params"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|p| {
-                    (
-                        str_of(p, "name").to_string(),
-                        str_of(p, "kind").to_string(),
-                        p["required"].as_bool().unwrap(),
-                    )
-                })
-                .collect();
             let body = if row.get("request").is_some() {
                 "json"
             } else if method == "GET" {
@@ -281,7 +259,7 @@ fn contract_rows() -> Vec<Row> {
                 method.to_string(),
                 str_of(http, "path").to_string(),
                 str_of(row, "grant").to_string(),
-                params,
+                contract_params(row),
                 body,
             )
         })
