@@ -4,241 +4,13 @@
 mod support;
 
 use lab_coord_auth::{
-    issue_grant, issue_grant_unchecked, sign_request, Carriage, Grant, GrantFields, GrantKind,
-    ParamValue, Params, Principal, SigningKey,
+    issue_grant, issue_grant_unchecked, Grant, GrantFields, GrantKind, Principal,
 };
 use serde_json::{json, Value};
-use std::sync::atomic::{AtomicU64, Ordering};
-use support::{Client, Labd, Response};
-
-const WORLD: &str = "lab";
-const DAY: u64 = 86_400;
-
-fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-}
-
-fn nonce() -> String {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    format!(
-        "n{:010}{:012}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
-fn key(seed: u8) -> SigningKey {
-    SigningKey::from_bytes(&[seed; 32])
-}
-
-fn labels(path: &str) -> Vec<String> {
-    path.split('/')
-        .filter(|s| !s.is_empty())
-        .map(String::from)
-        .collect()
-}
-
-/// Percent-encodes every byte outside the unreserved characters.
-fn encode(text: &str) -> String {
-    text.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
-}
-
-/// One request as a client would build it.
-#[derive(Clone)]
-struct Req {
-    op: &'static str,
-    method: &'static str,
-    route: &'static str,
-    params: Vec<(String, ParamValue)>,
-    body: Vec<u8>,
-    content_type: Option<&'static str>,
-}
-
-impl Req {
-    fn read(op: &'static str, route: &'static str) -> Req {
-        Req {
-            op,
-            method: "GET",
-            route,
-            params: Vec::new(),
-            body: Vec::new(),
-            content_type: None,
-        }
-    }
-
-    fn json(op: &'static str, route: &'static str, body: &Value) -> Req {
-        Req {
-            op,
-            method: "POST",
-            route,
-            params: Vec::new(),
-            body: body.to_string().into_bytes(),
-            content_type: Some("application/json"),
-        }
-    }
-
-    fn path(mut self, path: &str) -> Req {
-        self.params
-            .push(("path".into(), ParamValue::Strings(labels(path))));
-        self
-    }
-
-    fn string(mut self, name: &str, value: &str) -> Req {
-        self.params
-            .push((name.into(), ParamValue::String(value.into())));
-        self
-    }
-
-    fn int(mut self, name: &str, value: i64) -> Req {
-        self.params.push((name.into(), ParamValue::Int(value)));
-        self
-    }
-
-    fn signed_params(&self) -> Params {
-        let mut params = Params::new();
-        for (name, value) in &self.params {
-            params.insert(name.clone(), value.clone());
-        }
-        params
-    }
-
-    fn query(&self) -> String {
-        let mut pairs = Vec::new();
-        for (name, value) in &self.params {
-            match value {
-                ParamValue::String(s) => pairs.push(format!("{name}={}", encode(s))),
-                ParamValue::Int(n) => pairs.push(format!("{name}={n}")),
-                ParamValue::Strings(list) => {
-                    pairs.extend(list.iter().map(|s| format!("{name}={}", encode(s))))
-                }
-            }
-        }
-        if pairs.is_empty() {
-            String::new()
-        } else {
-            format!("?{}", pairs.join("&"))
-        }
-    }
-}
-
-/// A key and the grants it carries.
-#[derive(Clone)]
-struct Holder {
-    key: SigningKey,
-    grants: Vec<Grant>,
-}
-
-struct Coord {
-    client: Client,
-    audience: String,
-    root: SigningKey,
-}
+use support::coord::{key, labels, nonce, now, start, Coord, Holder, Req, DAY, WORLD};
+use support::{Labd, Response};
 
 impl Coord {
-    fn new(labd: &Labd) -> Coord {
-        let client = labd.coord();
-        let text = std::fs::read_to_string(labd.data_dir.join("state/coord/root.key")).unwrap();
-        let hex = text.trim().strip_prefix("ed25519-secret:").unwrap();
-        let seed: [u8; 32] = hex_decode(hex).try_into().unwrap();
-        Coord {
-            audience: format!("http://{}", client.address),
-            client,
-            root: SigningKey::from_bytes(&seed),
-        }
-    }
-
-    /// A root-issued grant.
-    fn grant(&self, to: &SigningKey, kind: GrantKind, path: &str, valid_until: u64) -> Grant {
-        issue_grant(
-            &self.root,
-            WORLD,
-            GrantFields {
-                principal: Principal::of(to),
-                kind,
-                path: labels(path),
-                valid_until,
-            },
-            None,
-        )
-        .unwrap()
-    }
-
-    /// A key holding root-issued grants of `kinds` on `path`.
-    fn holder(&self, seed: u8, kinds: &[GrantKind], path: &str) -> Holder {
-        let key = key(seed);
-        let grants = kinds
-            .iter()
-            .map(|k| self.grant(&key, *k, path, now() + DAY))
-            .collect();
-        Holder { key, grants }
-    }
-
-    fn admin(&self) -> Holder {
-        let kinds = [GrantKind::Read, GrantKind::Publish, GrantKind::Provision];
-        let grants = kinds
-            .iter()
-            .map(|k| self.grant(&self.root, *k, "", now() + DAY))
-            .collect();
-        Holder {
-            key: self.root.clone(),
-            grants,
-        }
-    }
-
-    fn header(&self, who: &Holder, req: &Req, timestamp: u64, nonce: &str) -> String {
-        let proof = sign_request(
-            &who.key,
-            req.op,
-            &req.signed_params(),
-            &req.body,
-            nonce,
-            timestamp,
-            &self.audience,
-        )
-        .unwrap();
-        Carriage::new(proof, who.grants.clone()).to_header()
-    }
-
-    fn send_with_header(&self, req: &Req, header: Option<&str>) -> Response {
-        let mut head = format!("{} /v1/{}{} HTTP/1.1", req.method, req.route, req.query());
-        if let Some(ct) = req.content_type {
-            head.push_str(&format!("\ncontent-type: {ct}"));
-        }
-        if let Some(h) = header {
-            head.push_str(&format!("\nsvc-auth: {h}"));
-        }
-        let body = (req.method != "GET").then_some(req.body.as_slice());
-        self.client.send(&head, body)
-    }
-
-    fn send(&self, who: &Holder, req: &Req) -> Response {
-        let header = self.header(who, req, now(), &nonce());
-        self.send_with_header(req, Some(&header))
-    }
-
-    fn ok(&self, who: &Holder, req: &Req, status: u16) -> Value {
-        let response = self.send(who, req);
-        assert_eq!(
-            response.status,
-            status,
-            "{} {}",
-            req.op,
-            String::from_utf8_lossy(&response.body)
-        );
-        response.json()
-    }
-
     /// Retains `bytes` under a retained descriptor; returns (bytes, type).
     fn retain(&self, who: &Holder, path: &str, bytes: &[u8]) -> (String, String) {
         let descriptor = self.retain_typed(who, path, b"{\"interpretation\":\"text\"}", None);
@@ -252,16 +24,9 @@ impl Coord {
         let kind = kind
             .map(String::from)
             .unwrap_or_else(|| support::name_of(bytes));
-        let req = Req {
-            op: "retain",
-            method: "PUT",
-            route: "retain",
-            params: Vec::new(),
-            body: bytes.to_vec(),
-            content_type: Some("application/octet-stream"),
-        }
-        .path(path)
-        .string("type", &kind);
+        let req = Req::raw("retain", bytes.to_vec())
+            .path(path)
+            .string("type", &kind);
         let answer = self.ok(who, &req, 200);
         assert_eq!(answer["type"], kind);
         answer["bytes"].as_str().unwrap().to_string()
@@ -271,31 +36,18 @@ impl Coord {
 /// One signed request whose transport may fail (a server being killed).
 fn try_send(address: std::net::SocketAddr, req: &Req, header: &str) -> std::io::Result<Response> {
     use std::io::Write;
+    let built = req.built();
     let mut stream = std::net::TcpStream::connect(address)?;
     stream.set_read_timeout(Some(std::time::Duration::from_secs(60)))?;
     let head = format!(
-        "{} /v1/{}{} HTTP/1.1\r\nhost: test\r\nconnection: close\r\ncontent-type: application/json\r\nsvc-auth: {header}\r\ncontent-length: {}\r\n\r\n",
-        req.method,
-        req.route,
-        req.query(),
-        req.body.len()
+        "{} {} HTTP/1.1\r\nhost: test\r\nconnection: close\r\ncontent-type: application/json\r\nsvc-auth: {header}\r\ncontent-length: {}\r\n\r\n",
+        built.method(),
+        built.target,
+        built.body.len()
     );
     stream.write_all(head.as_bytes())?;
-    stream.write_all(&req.body)?;
+    stream.write_all(&built.body)?;
     support::try_read_response(&mut stream)
-}
-
-fn hex_decode(hex: &str) -> Vec<u8> {
-    (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
-        .collect()
-}
-
-fn start(name: &str) -> (Labd, Coord) {
-    let labd = Labd::start(name, &[]);
-    let coord = Coord::new(&labd);
-    (labd, coord)
 }
 
 fn assert_service_headers(response: &Response) {
@@ -305,7 +57,7 @@ fn assert_service_headers(response: &Response) {
 
 fn project(coord: &Coord, who: &Holder, label: &str) -> Value {
     let body = json!({ "operation_id": format!("project-{label}"), "label": label });
-    coord.ok(who, &Req::json("create_project", "projects", &body), 201)
+    coord.ok(who, &Req::json("create_project", &body), 201)
 }
 
 fn publish_body(op: &str, path: &str, record: Value) -> Value {
@@ -479,62 +231,40 @@ fn domain_rules_and_bodies_follow_the_proof() {
     let root_id = "rt_00000000000000000000000000000000";
     let space_id = "spc_00000000000000000000000000000000";
     let reads = [
+        (Req::read("entries").path("a").int("limit", 129), "limit"),
+        (Req::read("entries").path("a").int("after", -1), "after"),
         (
-            Req::read("entries", "entries").path("a").int("limit", 129),
-            "limit",
-        ),
-        (
-            Req::read("entries", "entries").path("a").int("after", -1),
-            "after",
-        ),
-        (
-            Req::read("entries", "entries")
+            Req::read("entries")
                 .path("a")
                 .int("after", 3)
                 .int("through", 2),
             "after",
         ),
+        (Req::read("children").int("through", -4), "through"),
         (
-            Req::read("children", "children").int("through", -4),
-            "through",
-        ),
-        (
-            Req::read("get", "get")
+            Req::read("get")
                 .string("root_id", root_id)
                 .string("space_id", space_id)
                 .int("position", 0),
             "position",
         ),
     ];
-    let raw = |op: &'static str, route: &'static str, body: &str| Req {
-        op,
-        method: "POST",
-        route,
-        params: Vec::new(),
-        body: body.as_bytes().to_vec(),
-        content_type: Some("application/json"),
-    };
+    let raw = |op: &str, body: &str| Req::raw(op, body);
     let bodies = [
         (
             raw(
                 "create_project",
-                "projects",
                 r#"{"operation_id":"a","label":"p","extra":1}"#,
             ),
             Some("extra"),
         ),
         (
-            raw(
-                "create_project",
-                "projects",
-                r#"{"operation_id":"a","label":"p"} x"#,
-            ),
+            raw("create_project", r#"{"operation_id":"a","label":"p"} x"#),
             None,
         ),
         (
             raw(
                 "create_project",
-                "projects",
                 r#"{"operation_id":"a","operation_id":"b","label":"p"}"#,
             ),
             Some("operation_id"),
@@ -542,24 +272,19 @@ fn domain_rules_and_bodies_follow_the_proof() {
         (
             raw(
                 "create_artifact",
-                "artifacts",
                 r#"{"operation_id":"a","path":["projects","p","artifacts","x"],"artifact":{"bytes":"sha256:00","bytes":"sha256:00","type":"x"}}"#,
             ),
             Some("artifact.bytes"),
         ),
         (
-            raw(
-                "create_project",
-                "projects",
-                r#"{"operation_id":"a b","label":"p"}"#,
-            ),
+            raw("create_project", r#"{"operation_id":"a b","label":"p"}"#),
             Some("operation_id"),
         ),
         (
-            raw("create_project", "projects", r#"{"operation_id":"a"}"#),
+            raw("create_project", r#"{"operation_id":"a"}"#),
             Some("label"),
         ),
-        (raw("create_project", "projects", "not json"), None),
+        (raw("create_project", "not json"), None),
     ];
     for (req, want) in &reads {
         // Unsigned, forged: 401 and nothing else.
@@ -586,13 +311,12 @@ fn domain_rules_and_bodies_follow_the_proof() {
             field(&response).as_deref(),
             *want,
             "{}",
-            String::from_utf8_lossy(&req.body)
+            String::from_utf8_lossy(&req.body())
         );
     }
     // Structural labels and layout positions: 401 unsigned, 400 signed.
     let structural = Req::json(
         "create_project",
-        "projects",
         &json!({ "operation_id": "a", "label": "artifacts" }),
     );
     coord
@@ -604,7 +328,6 @@ fn domain_rules_and_bodies_follow_the_proof() {
     project(&coord, &admin, "alpha");
     let protected = Req::json(
         "publish",
-        "publish",
         &publish_body("p-1", "projects/alpha/views/v", json!({"x": 1})),
     );
     coord
@@ -614,7 +337,6 @@ fn domain_rules_and_bodies_follow_the_proof() {
         .send(&admin, &protected)
         .assert_error(400, "structural");
     let catalog = Req::json(
-        "publish",
         "publish",
         &json!({ "operation_id": "p-2", "path": labels("projects/alpha/snapshots/s"),
                  "profile": "coord/worker-state/1", "record": {} }),
@@ -637,7 +359,7 @@ fn the_authentication_matrix() {
     let admin = coord.admin();
     project(&coord, &admin, "alpha");
     let reader = coord.holder(7, &[GrantKind::Read], "projects/alpha");
-    let req = Req::read("children", "children").path("projects/alpha");
+    let req = Req::read("children").path("projects/alpha");
     assert_eq!(
         coord.ok(&reader, &req, 200)["space"]["path"],
         json!(["projects", "alpha"])
@@ -652,17 +374,16 @@ fn the_authentication_matrix() {
     unverified(coord.send_with_header(&req, Some("*")));
     unverified(coord.send_with_header(&req, Some("e30=")));
     // A signature by another key over the same record.
-    let proof = sign_request(
-        &key(99),
-        req.op,
-        &req.signed_params(),
-        &req.body,
-        &nonce(),
-        now(),
-        &coord.audience,
-    )
-    .unwrap();
-    let mut forged = Carriage::new(proof, reader.grants.clone());
+    let mut forged = req
+        .built()
+        .carriage(
+            &key(99),
+            reader.grants.clone(),
+            &nonce(),
+            now(),
+            &coord.audience,
+        )
+        .unwrap();
     forged.proof.principal = Principal::of(&reader.key);
     unverified(coord.send_with_header(&req, Some(&forged.to_header())));
     // Parameters changed after signing.
@@ -702,12 +423,12 @@ fn the_authentication_matrix() {
 
     // Body changed after signing.
     let body = publish_body("op-1", "projects/alpha/snapshots/s", json!({"x": 1}));
-    let publish = Req::json("publish", "publish", &body);
+    let publish = Req::json("publish", &body);
     let header = coord.header(&admin, &publish, now(), &nonce());
-    let mut tampered = publish.clone();
-    tampered.body = publish_body("op-1", "projects/alpha/snapshots/s", json!({"x": 2}))
-        .to_string()
-        .into_bytes();
+    let tampered = Req::json(
+        "publish",
+        &publish_body("op-1", "projects/alpha/snapshots/s", json!({"x": 2})),
+    );
     unverified(coord.send_with_header(&tampered, Some(&header)));
 
     let denied = |r: Response| {
@@ -766,30 +487,24 @@ fn the_authentication_matrix() {
         key: worker,
         grants: vec![delegate.grants[0].clone(), widened],
     };
-    let world_req = Req::read("children", "children");
+    let world_req = Req::read("children");
     denied(coord.send(&widened, &world_req));
 
     // Denied never reveals existence: the same answer for a path that
     // exists and one that does not.
-    denied(coord.send(
-        &sibling,
-        &Req::read("entries", "entries").path("projects/alpha"),
-    ));
-    denied(coord.send(
-        &sibling,
-        &Req::read("entries", "entries").path("projects/nowhere"),
-    ));
+    denied(coord.send(&sibling, &Req::read("entries").path("projects/alpha")));
+    denied(coord.send(&sibling, &Req::read("entries").path("projects/nowhere")));
     // A caller who may read the world learns not_found.
     let world_reader = coord.holder(13, &[GrantKind::Read], "");
     coord
         .send(
             &world_reader,
-            &Req::read("entries", "entries").path("projects/nowhere"),
+            &Req::read("entries").path("projects/nowhere"),
         )
         .assert_error(404, "not_found");
     // Coordinates: unknown space is not_found for a world reader, denied for
     // a reader of one project.
-    let unknown = Req::read("get", "get")
+    let unknown = Req::read("get")
         .string("root_id", "rt_00000000000000000000000000000000")
         .string("space_id", "spc_00000000000000000000000000000000")
         .int("position", 1);
@@ -800,11 +515,7 @@ fn the_authentication_matrix() {
 }
 
 fn entries_of(coord: &Coord, who: &Holder, path: &str) -> Vec<Value> {
-    let page = coord.ok(
-        who,
-        &Req::read("entries", "entries").path(path).int("limit", 128),
-        200,
-    );
+    let page = coord.ok(who, &Req::read("entries").path(path).int("limit", 128), 200);
     assert!(page.get("next_after").is_none());
     page["entries"].as_array().unwrap().clone()
 }
@@ -818,23 +529,19 @@ fn projects_artifacts_and_content() {
     assert_eq!(created["replayed"], false);
     // Replay, mismatch, taken label.
     let body = json!({ "operation_id": "project-alpha", "label": "alpha" });
-    let replay = coord.ok(&admin, &Req::json("create_project", "projects", &body), 200);
+    let replay = coord.ok(&admin, &Req::json("create_project", &body), 200);
     assert_eq!(replay["space"], created["space"]);
     assert_eq!(replay["replayed"], true);
     let other = json!({ "operation_id": "project-alpha", "label": "beta" });
     coord
-        .send(&admin, &Req::json("create_project", "projects", &other))
+        .send(&admin, &Req::json("create_project", &other))
         .assert_error(409, "idempotency_mismatch");
     let taken = json!({ "operation_id": "another", "label": "alpha" });
     coord
-        .send(&admin, &Req::json("create_project", "projects", &taken))
+        .send(&admin, &Req::json("create_project", &taken))
         .assert_error(409, "exists");
     // The project's organizers.
-    let children = coord.ok(
-        &admin,
-        &Req::read("children", "children").path("projects/alpha"),
-        200,
-    );
+    let children = coord.ok(&admin, &Req::read("children").path("projects/alpha"), 200);
     let keys: Vec<&str> = children["children"]
         .as_array()
         .unwrap()
@@ -859,7 +566,7 @@ fn projects_artifacts_and_content() {
     assert_eq!(bytes, support::name_of(&content));
     let artifact = json!({ "bytes": bytes, "type": kind });
     let body = json!({ "operation_id": "a1", "path": labels("projects/alpha/artifacts/a1"), "artifact": artifact });
-    let req = Req::json("create_artifact", "artifacts", &body);
+    let req = Req::json("create_artifact", &body);
     let made = coord.ok(&admin, &req, 201);
     assert_eq!(made["content"]["entry"]["position"], 1);
     assert_eq!(made["content"]["artifact"], artifact);
@@ -872,22 +579,19 @@ fn projects_artifacts_and_content() {
     assert_eq!(again["content"], made["content"]);
     let changed = json!({ "operation_id": "a1", "path": labels("projects/alpha/artifacts/a1"), "artifact": { "bytes": kind, "type": kind } });
     coord
-        .send(&admin, &Req::json("create_artifact", "artifacts", &changed))
+        .send(&admin, &Req::json("create_artifact", &changed))
         .assert_error(409, "idempotency_mismatch");
     let taken = json!({ "operation_id": "a1-other", "path": labels("projects/alpha/artifacts/a1"), "artifact": artifact });
     coord
-        .send(&admin, &Req::json("create_artifact", "artifacts", &taken))
+        .send(&admin, &Req::json("create_artifact", &taken))
         .assert_error(409, "exists");
     let missing = json!({ "operation_id": "a2", "path": labels("projects/alpha/artifacts/a2"), "artifact": { "bytes": support::name_of(b"never"), "type": kind } });
     coord
-        .send(&admin, &Req::json("create_artifact", "artifacts", &missing))
+        .send(&admin, &Req::json("create_artifact", &missing))
         .assert_error(409, "unresolved");
     let no_project = json!({ "operation_id": "a3", "path": labels("projects/nope/artifacts/a3"), "artifact": artifact });
     coord
-        .send(
-            &admin,
-            &Req::json("create_artifact", "artifacts", &no_project),
-        )
+        .send(&admin, &Req::json("create_artifact", &no_project))
         .assert_error(404, "not_found");
 
     // Entries decode the content fact.
@@ -899,7 +603,7 @@ fn projects_artifacts_and_content() {
     assert_eq!(entries[1]["child"]["key"], "declarations");
 
     // Fetch streams the named bytes; unnamed bytes do not resolve.
-    let fetch = Req::read("fetch", "fetch")
+    let fetch = Req::read("fetch")
         .path("projects/alpha/artifacts/a1")
         .string("bytes", &bytes);
     let response = coord.send(&admin, &fetch);
@@ -909,7 +613,7 @@ fn projects_artifacts_and_content() {
         Some("application/octet-stream")
     );
     assert_eq!(response.body, content);
-    let unnamed = Req::read("fetch", "fetch")
+    let unnamed = Req::read("fetch")
         .path("projects/alpha/artifacts/a1")
         .string("bytes", &kind);
     coord.send(&admin, &unnamed).assert_error(409, "unresolved");
@@ -917,19 +621,13 @@ fn projects_artifacts_and_content() {
     // Publish may not write an artifact space.
     let body = publish_body("p1", "projects/alpha/artifacts/a1", json!({}));
     coord
-        .send(&admin, &Req::json("publish", "publish", &body))
+        .send(&admin, &Req::json("publish", &body))
         .assert_error(400, "structural");
     // Retain under a type that is not retained.
-    let req = Req {
-        op: "retain",
-        method: "PUT",
-        route: "retain",
-        params: Vec::new(),
-        body: b"x".to_vec(),
-        content_type: None,
-    }
-    .path("projects/alpha")
-    .string("type", &support::name_of(b"no such descriptor"));
+    let req = Req::raw("retain", b"x".to_vec())
+        .with_content_type(None)
+        .path("projects/alpha")
+        .string("type", &support::name_of(b"no such descriptor"));
     let before = labd.committed_blobs();
     coord.send(&admin, &req).assert_error(400, "invalid_record");
     assert_eq!(
@@ -950,16 +648,9 @@ fn a_retain_with_a_failed_proof_retains_nothing() {
     let worker = coord.holder(21, &[GrantKind::Publish], "projects/alpha");
     let descriptor = coord.retain_typed(&worker, "projects/alpha", b"{\"kind\":\"raw\"}", None);
     let retain = |body: Vec<u8>| {
-        Req {
-            op: "retain",
-            method: "PUT",
-            route: "retain",
-            params: Vec::new(),
-            body,
-            content_type: Some("application/octet-stream"),
-        }
-        .path("projects/alpha")
-        .string("type", &descriptor)
+        Req::raw("retain", body)
+            .path("projects/alpha")
+            .string("type", &descriptor)
     };
     let big = support::pseudo_random(4 << 20, 7);
     let before = labd.committed_blobs();
@@ -1003,7 +694,7 @@ fn publish_follows_the_writer_protocol() {
         "projects/alpha/snapshots/s1",
         json!({ "finding": "ok", "n": 3 }),
     );
-    let req = Req::json("publish", "publish", &body);
+    let req = Req::json("publish", &body);
     let first = coord.ok(&worker, &req, 201);
     assert_eq!(first["space_created"], true);
     assert_eq!(first["replayed"], false);
@@ -1013,7 +704,7 @@ fn publish_follows_the_writer_protocol() {
     assert!(record["request_id"].as_str().unwrap().starts_with("req_"));
     assert!(record["accepted_at"].as_str().unwrap().ends_with('Z'));
     // The payload is retained as canonical JSON under the record's hash.
-    let fetch = Req::read("fetch", "fetch")
+    let fetch = Req::read("fetch")
         .path("projects/alpha/snapshots/s1")
         .string("bytes", record["hash"].as_str().unwrap());
     assert_eq!(
@@ -1036,26 +727,26 @@ fn publish_follows_the_writer_protocol() {
         json!({ "finding": "no" }),
     );
     coord
-        .send(&worker, &Req::json("publish", "publish", &changed))
+        .send(&worker, &Req::json("publish", &changed))
         .assert_error(409, "idempotency_mismatch");
     // A stale precondition.
     let mut stale = publish_body("f-2", "projects/alpha/snapshots/s1", json!(1));
     stale["expected_cutoff"] = json!(1);
-    let refused = coord.send(&worker, &Req::json("publish", "publish", &stale));
+    let refused = coord.send(&worker, &Req::json("publish", &stale));
     refused.assert_error(409, "conflict");
     assert_eq!(
         refused.json()["details"],
         json!({ "expected_cutoff": 1, "actual_cutoff": 2 })
     );
     stale["expected_cutoff"] = json!(2);
-    coord.ok(&worker, &Req::json("publish", "publish", &stale), 201);
+    coord.ok(&worker, &Req::json("publish", &stale), 201);
     // Entries decode the records; the current record is the last one.
     let entries = entries_of(&coord, &worker, "projects/alpha/snapshots/s1");
     assert_eq!(entries.len(), 3);
     assert_eq!(entries[0]["record"], *record);
     // get by coordinates returns the same entry.
     let entry = &record["entry"];
-    let get = Req::read("get", "get")
+    let get = Req::read("get")
         .string("root_id", entry["root_id"].as_str().unwrap())
         .string("space_id", entry["space_id"].as_str().unwrap())
         .int("position", 1);
@@ -1065,7 +756,7 @@ fn publish_follows_the_writer_protocol() {
         got["space"]["path"],
         json!(["projects", "alpha", "snapshots", "s1"])
     );
-    let beyond = Req::read("get", "get")
+    let beyond = Req::read("get")
         .string("root_id", entry["root_id"].as_str().unwrap())
         .string("space_id", entry["space_id"].as_str().unwrap())
         .int("position", 99);
@@ -1079,19 +770,17 @@ fn publish_follows_the_writer_protocol() {
     ] {
         let body = publish_body("f-9", path, json!(1));
         assert_eq!(
-            coord
-                .send(&admin, &Req::json("publish", "publish", &body))
-                .status,
+            coord.send(&admin, &Req::json("publish", &body)).status,
             code,
             "{path}"
         );
     }
     let reserved = json!({ "operation_id": "f-10", "path": labels("projects/alpha/snapshots/s2"), "profile": "coord/worker-state/1", "record": {} });
     coord
-        .send(&admin, &Req::json("publish", "publish", &reserved))
+        .send(&admin, &Req::json("publish", &reserved))
         .assert_error(400, "invalid_record");
     let target = json!({ "operation_id": "f-11", "path": labels("projects/alpha/snapshots/s2"), "profile": "coord/acquisition-target/1", "record": { "locator": "https://example.org/x", "type": "csv", "expected": { "algorithm": "sha256", "hex": "00" } } });
-    let refused = coord.send(&admin, &Req::json("publish", "publish", &target));
+    let refused = coord.send(&admin, &Req::json("publish", &target));
     refused.assert_error(400, "invalid_record");
     assert_eq!(refused.json()["details"]["field"], "record.expected");
 }
@@ -1102,7 +791,7 @@ fn concurrent_identical_publishes_admit_one_record() {
     let admin = coord.admin();
     project(&coord, &admin, "alpha");
     let body = publish_body("race-1", "projects/alpha/snapshots/race", json!({ "n": 1 }));
-    let req = Req::json("publish", "publish", &body);
+    let req = Req::json("publish", &body);
     let answers: Vec<Value> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..8)
             .map(|_| scope.spawn(|| coord.send(&admin, &req)))
@@ -1142,10 +831,10 @@ fn a_retry_after_kill_9_recovers_the_original_result() {
     let requests: Vec<Req> = (0..24)
         .map(|i| {
             if i % 2 == 0 {
-                Req::json("publish", "publish", &publish_body(&format!("k-{i}"), &format!("projects/alpha/snapshots/s{}", i % 3), json!({ "i": i })))
+                Req::json("publish", &publish_body(&format!("k-{i}"), &format!("projects/alpha/snapshots/s{}", i % 3), json!({ "i": i })))
             } else {
                 let body = json!({ "operation_id": format!("k-{i}"), "path": labels(&format!("projects/alpha/artifacts/k{i}")), "artifact": artifact });
-                Req::json("create_artifact", "artifacts", &body)
+                Req::json("create_artifact", &body)
             }
         })
         .collect();
@@ -1181,7 +870,7 @@ fn a_retry_after_kill_9_recovers_the_original_result() {
         let retried = retried.json();
         if let Some(acked) = acked {
             assert_eq!(retried["replayed"], true);
-            let member = if req.op == "publish" {
+            let member = if req.op() == "publish" {
                 "record"
             } else {
                 "content"
@@ -1195,8 +884,8 @@ fn a_retry_after_kill_9_recovers_the_original_result() {
         let expected = requests
             .iter()
             .filter(|r| {
-                r.op == "publish"
-                    && String::from_utf8_lossy(&r.body)
+                r.op() == "publish"
+                    && String::from_utf8_lossy(&r.body())
                         .contains(&format!("snapshots\",\"s{leaf}\""))
             })
             .count();
@@ -1222,7 +911,7 @@ fn provisioning_workers_campaigns_and_assignments() {
         ],
         "valid_until": valid_until,
     });
-    let req = Req::json("provision_worker", "workers", &body);
+    let req = Req::json("provision_worker", &body);
     let provisioned = coord.ok(&admin, &req, 201);
     assert_eq!(
         provisioned["space"]["path"],
@@ -1256,16 +945,16 @@ fn provisioning_workers_campaigns_and_assignments() {
         json!({ "seen": true }),
     );
     assert_eq!(
-        coord.ok(&worker, &Req::json("publish", "publish", &note), 201)["space_created"],
+        coord.ok(&worker, &Req::json("publish", &note), 201)["space_created"],
         true
     );
     let elsewhere = publish_body("n-2", "projects/alpha/snapshots/s", json!(1));
     coord
-        .send(&worker, &Req::json("publish", "publish", &elsewhere))
+        .send(&worker, &Req::json("publish", &elsewhere))
         .assert_error(403, "denied");
     coord.ok(
         &worker,
-        &Req::read("entries", "entries").path("projects/alpha/workers/w1/state"),
+        &Req::read("entries").path("projects/alpha/workers/w1/state"),
         200,
     );
 
@@ -1276,44 +965,36 @@ fn provisioning_workers_campaigns_and_assignments() {
     outside["worker"] = json!("w2");
     outside["permissions"] = json!([{ "kind": "read", "path": [] }]);
     coord
-        .send(&admin, &Req::json("provision_worker", "workers", &outside))
+        .send(&admin, &Req::json("provision_worker", &outside))
         .assert_error(400, "invalid");
     outside["permissions"] = json!([{ "kind": "provision", "path": ["projects", "alpha"] }]);
     coord
-        .send(&admin, &Req::json("provision_worker", "workers", &outside))
+        .send(&admin, &Req::json("provision_worker", &outside))
         .assert_error(400, "invalid");
     outside["permissions"] = json!([]);
     outside["valid_until"] = json!(now() + 2 * DAY);
     coord
-        .send(&admin, &Req::json("provision_worker", "workers", &outside))
+        .send(&admin, &Req::json("provision_worker", &outside))
         .assert_error(400, "invalid");
     let mut taken = body.clone();
     taken["operation_id"] = json!("w-3");
     coord
-        .send(&admin, &Req::json("provision_worker", "workers", &taken))
+        .send(&admin, &Req::json("provision_worker", &taken))
         .assert_error(409, "exists");
     let mut nowhere = body.clone();
     nowhere["operation_id"] = json!("w-4");
     nowhere["project"] = json!("nope");
     nowhere["permissions"] = json!([]);
     coord
-        .send(&admin, &Req::json("provision_worker", "workers", &nowhere))
+        .send(&admin, &Req::json("provision_worker", &nowhere))
         .assert_error(404, "not_found");
 
     // A campaign and an assignment with pinned inputs.
     let campaign = json!({ "operation_id": "c-1", "label": "survey", "project": "alpha" });
-    let made = coord.ok(
-        &admin,
-        &Req::json("create_campaign", "campaigns", &campaign),
-        201,
-    );
+    let made = coord.ok(&admin, &Req::json("create_campaign", &campaign), 201);
     assert_eq!(made["record"]["profile"], "coord/campaign-state/1");
     assert_eq!(
-        coord.ok(
-            &admin,
-            &Req::json("create_campaign", "campaigns", &campaign),
-            200
-        )["replayed"],
+        coord.ok(&admin, &Req::json("create_campaign", &campaign), 200)["replayed"],
         true
     );
     let input = provisioned["state"]["entry"].clone();
@@ -1322,11 +1003,7 @@ fn provisioning_workers_campaigns_and_assignments() {
         "inputs": [input], "outputs": [["projects", "alpha", "workers", "w1", "notes", "result"]],
         "brief": "look closely",
     });
-    let assigned = coord.ok(
-        &admin,
-        &Req::json("assign", "assignments", &assignment),
-        201,
-    );
+    let assigned = coord.ok(&admin, &Req::json("assign", &assignment), 201);
     assert_eq!(assigned["record"]["profile"], "coord/assignment/1");
     assert_eq!(assigned["space_created"], true);
     let mut dangling = assignment.clone();
@@ -1335,47 +1012,36 @@ fn provisioning_workers_campaigns_and_assignments() {
     dangling["inputs"] =
         json!([{ "root_id": input["root_id"], "space_id": input["space_id"], "position": 99 }]);
     coord
-        .send(&admin, &Req::json("assign", "assignments", &dangling))
+        .send(&admin, &Req::json("assign", &dangling))
         .assert_error(409, "unresolved");
     dangling["inputs"] = json!([]);
     dangling["worker"] = json!("ghost");
     coord
-        .send(&admin, &Req::json("assign", "assignments", &dangling))
+        .send(&admin, &Req::json("assign", &dangling))
         .assert_error(409, "unresolved");
     dangling["worker"] = json!("w1");
     dangling["outputs"] = json!([["projects", "alpha", "snapshots", "x"]]);
     coord
-        .send(&admin, &Req::json("assign", "assignments", &dangling))
+        .send(&admin, &Req::json("assign", &dangling))
         .assert_error(400, "invalid");
     dangling["outputs"] = json!([]);
     dangling["campaign"] = json!("nope");
     coord
-        .send(&admin, &Req::json("assign", "assignments", &dangling))
+        .send(&admin, &Req::json("assign", &dangling))
         .assert_error(404, "not_found");
 
     // Retirement is the worker's current state record.
     let retire = json!({ "operation_id": "r-1", "project": "alpha", "worker": "w1" });
-    let retired = coord.ok(
-        &admin,
-        &Req::json("retire_worker", "workers/retire", &retire),
-        201,
-    );
+    let retired = coord.ok(&admin, &Req::json("retire_worker", &retire), 201);
     assert_eq!(retired["record"]["entry"]["position"], 2);
     let ghost = json!({ "operation_id": "r-2", "project": "alpha", "worker": "ghost" });
     coord
-        .send(
-            &admin,
-            &Req::json("retire_worker", "workers/retire", &ghost),
-        )
+        .send(&admin, &Req::json("retire_worker", &ghost))
         .assert_error(404, "not_found");
 
     // A snapshot of the project, cited by the digest of its retained
     // manifest.
-    let snapshot = coord.ok(
-        &admin,
-        &Req::read("snapshot", "snapshot").path("projects/alpha"),
-        200,
-    );
+    let snapshot = coord.ok(&admin, &Req::read("snapshot").path("projects/alpha"), 200);
     assert!(snapshot["manifest"]
         .as_str()
         .unwrap()
@@ -1383,9 +1049,7 @@ fn provisioning_workers_campaigns_and_assignments() {
     assert!(snapshot["spaces"].as_u64().unwrap() > 8);
     let shallow = coord.ok(
         &admin,
-        &Req::read("snapshot", "snapshot")
-            .path("projects/alpha")
-            .int("depth", 0),
+        &Req::read("snapshot").path("projects/alpha").int("depth", 0),
         200,
     );
     assert_eq!(shallow["spaces"], 1);
@@ -1419,10 +1083,10 @@ fn export_traverses_the_world_and_resumes_by_cursor() {
         project(&coord, &admin, &format!("p{i:02}"));
     }
     let body = publish_body("e-1", "projects/p00/snapshots/s", json!({ "x": 1 }));
-    coord.ok(&admin, &Req::json("publish", "publish", &body), 201);
+    coord.ok(&admin, &Req::json("publish", &body), 201);
     let reader = coord.holder(40, &[GrantKind::Read], "");
     coord
-        .send(&reader, &Req::read("export", "export"))
+        .send(&reader, &Req::read("export"))
         .assert_error(403, "denied");
 
     let mut seen = Vec::new();
@@ -1430,7 +1094,7 @@ fn export_traverses_the_world_and_resumes_by_cursor() {
     let mut cursor: Option<String> = None;
     let mut calls = 0;
     loop {
-        let mut req = Req::read("export", "export");
+        let mut req = Req::read("export");
         if let Some(c) = &cursor {
             req = req.string("cursor", c);
         }
@@ -1468,15 +1132,12 @@ fn export_traverses_the_world_and_resumes_by_cursor() {
         forged[5] = if forged[5] == b'A' { b'B' } else { b'A' };
         let forged = String::from_utf8(forged).unwrap();
         coord
-            .send(
-                &admin,
-                &Req::read("export", "export").string("cursor", &forged),
-            )
+            .send(&admin, &Req::read("export").string("cursor", &forged))
             .assert_error(400, "invalid_cursor");
         coord
             .send(
                 &admin,
-                &Req::read("export", "export")
+                &Req::read("export")
                     .path("projects/p00")
                     .string("cursor", &next),
             )
@@ -1500,11 +1161,11 @@ fn read_selectors_cursors_and_preconditions_are_checked() {
     let admin = coord.admin();
     project(&coord, &admin, "alpha");
     let mut batch = publish_body("b-1", "projects/alpha/snapshots/s", json!(1));
-    coord.ok(&admin, &Req::json("publish", "publish", &batch), 201);
+    coord.ok(&admin, &Req::json("publish", &batch), 201);
     batch["operation_id"] = json!("b-2");
-    coord.ok(&admin, &Req::json("publish", "publish", &batch), 201);
+    coord.ok(&admin, &Req::json("publish", &batch), 201);
     let entries = |through: i64| {
-        Req::read("entries", "entries")
+        Req::read("entries")
             .path("projects/alpha/snapshots/s")
             .int("through", through)
     };
@@ -1512,13 +1173,13 @@ fn read_selectors_cursors_and_preconditions_are_checked() {
     let beyond = coord.send(&admin, &entries(3));
     beyond.assert_error(400, "invalid");
     // A continuation must resend its first page's `through`.
-    let continuation = Req::read("entries", "entries")
+    let continuation = Req::read("entries")
         .path("projects/alpha/snapshots/s")
         .int("after", 1);
     coord
         .send(&admin, &continuation)
         .assert_error(400, "invalid");
-    let children = Req::read("children", "children")
+    let children = Req::read("children")
         .path("projects/alpha")
         .string("cursor", "bm90IGEgY3Vyc29y");
     coord
@@ -1527,14 +1188,12 @@ fn read_selectors_cursors_and_preconditions_are_checked() {
     // A continuation resends its first page's `through`; another is invalid.
     let first = coord.ok(
         &admin,
-        &Req::read("children", "children")
-            .path("projects/alpha")
-            .int("limit", 2),
+        &Req::read("children").path("projects/alpha").int("limit", 2),
         200,
     );
     let cursor = first["next_cursor"].as_str().unwrap();
     let through = first["through"].as_i64().unwrap();
-    let next = Req::read("children", "children")
+    let next = Req::read("children")
         .path("projects/alpha")
         .string("cursor", cursor);
     coord.ok(&admin, &next.clone().int("through", through), 200);
@@ -1543,16 +1202,10 @@ fn read_selectors_cursors_and_preconditions_are_checked() {
         .send(&admin, &disagreeing)
         .assert_error(400, "invalid");
     // retain takes raw bytes only.
-    let mut json_retain = Req {
-        op: "retain",
-        method: "PUT",
-        route: "retain",
-        params: Vec::new(),
-        body: b"x".to_vec(),
-        content_type: Some("application/json"),
-    }
-    .path("projects/alpha")
-    .string("type", &support::name_of(b"x"));
+    let mut json_retain = Req::raw("retain", b"x".to_vec())
+        .with_content_type(Some("application/json"))
+        .path("projects/alpha")
+        .string("type", &support::name_of(b"x"));
     coord
         .send(&admin, &json_retain)
         .assert_error(400, "invalid");
@@ -1560,22 +1213,14 @@ fn read_selectors_cursors_and_preconditions_are_checked() {
     coord.ok(&admin, &json_retain, 200);
     // A stale precondition on a provisioning record.
     let campaign = json!({ "operation_id": "c-1", "label": "survey", "project": "alpha" });
-    coord.ok(
-        &admin,
-        &Req::json("create_campaign", "campaigns", &campaign),
-        201,
-    );
+    coord.ok(&admin, &Req::json("create_campaign", &campaign), 201);
     let assignment = json!({
         "operation_id": "as-1", "campaign": "survey", "assignment": "first", "worker": "w1",
         "inputs": [], "outputs": [], "expected_cutoff": 5,
     });
     let body = json!({ "operation_id": "w-1", "project": "alpha", "worker": "w1", "principal": Principal::of(&key(50)).to_string(), "permissions": [], "valid_until": now() + 60 });
-    coord.ok(
-        &admin,
-        &Req::json("provision_worker", "workers", &body),
-        201,
-    );
-    let refused = coord.send(&admin, &Req::json("assign", "assignments", &assignment));
+    coord.ok(&admin, &Req::json("provision_worker", &body), 201);
+    let refused = coord.send(&admin, &Req::json("assign", &assignment));
     refused.assert_error(409, "conflict");
     assert_eq!(refused.json()["details"]["actual_cutoff"], 0);
     // A carriage with the most grants it may hold fits in one header.
@@ -1589,11 +1234,7 @@ fn read_selectors_cursors_and_preconditions_are_checked() {
         );
         crowded.grants.push(extra);
     }
-    coord.ok(
-        &crowded,
-        &Req::read("children", "children").path("projects/alpha"),
-        200,
-    );
+    coord.ok(&crowded, &Req::read("children").path("projects/alpha"), 200);
 }
 
 #[test]
@@ -1605,11 +1246,7 @@ fn fetch_cuts_a_body_that_does_not_match_its_hash() {
     let content = support::pseudo_random(1 << 20, 7);
     let (bytes, kind) = coord.retain(&admin, "projects/alpha", &content);
     let body = json!({ "operation_id": "a1", "path": labels("projects/alpha/artifacts/a1"), "artifact": { "bytes": bytes, "type": kind } });
-    coord.ok(
-        &admin,
-        &Req::json("create_artifact", "artifacts", &body),
-        201,
-    );
+    coord.ok(&admin, &Req::json("create_artifact", &body), 201);
     // The blob rots on disk: same length, one byte changed.
     let hex = bytes.strip_prefix("sha256:").unwrap();
     let file = labd.blobs_dir().join("sha256").join(&hex[..2]).join(hex);
@@ -1618,7 +1255,7 @@ fn fetch_cuts_a_body_that_does_not_match_its_hash() {
     rotten.write_all(&[content[1000] ^ 0xff]).unwrap();
     rotten.sync_all().unwrap();
 
-    let fetch = Req::read("fetch", "fetch")
+    let fetch = Req::read("fetch")
         .path("projects/alpha/artifacts/a1")
         .string("bytes", &bytes);
     let header = coord.header(&admin, &fetch, now(), &nonce());
@@ -1666,7 +1303,7 @@ fn an_unreachable_journal_is_unavailable_never_absent() {
     assert_eq!(coord.client.get("/livez").status, 200);
     let admin = coord.admin();
     coord
-        .send(&admin, &Req::read("children", "children"))
+        .send(&admin, &Req::read("children"))
         .assert_error(503, "unavailable");
 }
 
@@ -1686,7 +1323,7 @@ fn configured_tool_releases_are_artifact_spaces() {
     let admin = coord.admin();
     let releases = coord.ok(
         &admin,
-        &Req::read("children", "children").path("tools/echo/releases"),
+        &Req::read("children").path("tools/echo/releases"),
         200,
     );
     let releases = releases["children"].as_array().unwrap().clone();
@@ -1701,7 +1338,7 @@ fn configured_tool_releases_are_artifact_spaces() {
     assert_eq!(artifact["type"], support::name_of(descriptor));
     assert_eq!(entries[1]["child"]["key"], "declarations");
     // The content is the description with its executable.
-    let fetch = Req::read("fetch", "fetch")
+    let fetch = Req::read("fetch")
         .path(&release_path)
         .string("bytes", &label);
     let content: Value = serde_json::from_slice(&coord.send(&admin, &fetch).body).unwrap();
@@ -1726,7 +1363,7 @@ fn configured_tool_releases_are_artifact_spaces() {
     assert_eq!(entries_of(&coord, &admin, &release_path).len(), 2);
     let again = coord.ok(
         &admin,
-        &Req::read("children", "children").path("tools/echo/releases"),
+        &Req::read("children").path("tools/echo/releases"),
         200,
     );
     assert_eq!(again["children"].as_array().unwrap().len(), 1);
@@ -1774,66 +1411,46 @@ fn more_refusals_of_the_operation_table() {
     let admin = coord.admin();
     project(&coord, &admin, "alpha");
     // Absent paths, for a caller who may read (and provision) the world.
-    let fetch = Req::read("fetch", "fetch")
+    let fetch = Req::read("fetch")
         .path("projects/nowhere")
         .string("bytes", &support::name_of(b"x"));
     coord.send(&admin, &fetch).assert_error(404, "not_found");
     coord
-        .send(
-            &admin,
-            &Req::read("snapshot", "snapshot").path("projects/nowhere"),
-        )
+        .send(&admin, &Req::read("snapshot").path("projects/nowhere"))
         .assert_error(404, "not_found");
     coord
-        .send(
-            &admin,
-            &Req::read("export", "export").path("projects/nowhere"),
-        )
+        .send(&admin, &Req::read("export").path("projects/nowhere"))
         .assert_error(404, "not_found");
     coord
-        .send(
-            &admin,
-            &Req::read("children", "children").path("projects/nowhere"),
-        )
+        .send(&admin, &Req::read("children").path("projects/nowhere"))
         .assert_error(404, "not_found");
-    let resolved = coord.ok(
-        &admin,
-        &Req::read("resolve", "resolve").path("projects/nowhere"),
-        200,
-    );
+    let resolved = coord.ok(&admin, &Req::read("resolve").path("projects/nowhere"), 200);
     assert_eq!(resolved["space"], Value::Null);
     // Campaigns: an unknown project, a taken label.
     let campaign = json!({ "operation_id": "c-1", "label": "survey", "project": "nope" });
     coord
-        .send(
-            &admin,
-            &Req::json("create_campaign", "campaigns", &campaign),
-        )
+        .send(&admin, &Req::json("create_campaign", &campaign))
         .assert_error(404, "not_found");
     let campaign = json!({ "operation_id": "c-2", "label": "survey", "project": "alpha" });
-    coord.ok(
-        &admin,
-        &Req::json("create_campaign", "campaigns", &campaign),
-        201,
-    );
+    coord.ok(&admin, &Req::json("create_campaign", &campaign), 201);
     let taken = json!({ "operation_id": "c-3", "label": "survey", "project": "alpha" });
     coord
-        .send(&admin, &Req::json("create_campaign", "campaigns", &taken))
+        .send(&admin, &Req::json("create_campaign", &taken))
         .assert_error(409, "exists");
     // A structural label where a user names an artifact or a leaf.
     let (bytes, kind) = coord.retain(&admin, "projects/alpha", b"content");
     let body = json!({ "operation_id": "a-1", "path": labels("projects/alpha/artifacts/state"), "artifact": { "bytes": bytes, "type": kind } });
-    let refused = coord.send(&admin, &Req::json("create_artifact", "artifacts", &body));
+    let refused = coord.send(&admin, &Req::json("create_artifact", &body));
     refused.assert_error(400, "structural");
     assert_eq!(refused.json()["details"]["label"], "state");
     let body = publish_body("p-1", "projects/alpha/snapshots/views", json!(1));
     coord
-        .send(&admin, &Req::json("publish", "publish", &body))
+        .send(&admin, &Req::json("publish", &body))
         .assert_error(400, "structural");
     // A record whose fact (its metadata) would exceed 1 MiB.
     let mut big = publish_body("p-2", "projects/alpha/snapshots/s", json!(1));
     big["metadata"] = json!({ "note": "x".repeat((1 << 20) + 1) });
     coord
-        .send(&admin, &Req::json("publish", "publish", &big))
+        .send(&admin, &Req::json("publish", &big))
         .assert_error(413, "limit_exceeded");
 }

@@ -5,209 +5,16 @@
 
 mod support;
 
-use lab_coord_auth::{
-    issue_grant, sign_request, Carriage, Grant, GrantFields, GrantKind, ParamValue, Params,
-    Principal, SigningKey,
-};
+use lab_coord_auth::{issue_grant, Grant, GrantFields, GrantKind, Principal, SigningKey};
 use serde_json::{json, Value};
-use std::sync::atomic::{AtomicU64, Ordering};
-use support::{Client, Labd, Response};
-
-const WORLD: &str = "lab";
-const DAY: u64 = 86_400;
-
-fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-}
-
-fn nonce() -> String {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    format!(
-        "a{:010}{:012}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
-fn key(seed: u8) -> SigningKey {
-    SigningKey::from_bytes(&[seed; 32])
-}
-
-fn labels(path: &str) -> Vec<String> {
-    path.split('/')
-        .filter(|s| !s.is_empty())
-        .map(String::from)
-        .collect()
-}
-
-fn hex_decode(hex: &str) -> Vec<u8> {
-    (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
-        .collect()
-}
-
-/// One request as a client would build it.
-struct Req {
-    op: &'static str,
-    method: &'static str,
-    route: &'static str,
-    path: Option<Vec<String>>,
-    body: Vec<u8>,
-}
-
-impl Req {
-    /// A read of `op` at `path` (labels are plain ASCII in these tests).
-    fn read(op: &'static str, path: &str) -> Req {
-        Req {
-            op,
-            method: "GET",
-            route: op,
-            path: Some(labels(path)),
-            body: Vec::new(),
-        }
-    }
-
-    fn json(op: &'static str, route: &'static str, body: &Value) -> Req {
-        Req {
-            op,
-            method: "POST",
-            route,
-            path: None,
-            body: body.to_string().into_bytes(),
-        }
-    }
-
-    fn signed_params(&self) -> Params {
-        let mut params = Params::new();
-        if let Some(path) = &self.path {
-            params.insert("path", ParamValue::Strings(path.clone()));
-        }
-        params
-    }
-
-    fn query(&self) -> String {
-        match &self.path {
-            Some(path) if !path.is_empty() => {
-                let pairs: Vec<String> = path.iter().map(|l| format!("path={l}")).collect();
-                format!("?{}", pairs.join("&"))
-            }
-            _ => String::new(),
-        }
-    }
-}
-
-/// A key and the grants it carries.
-#[derive(Clone)]
-struct Holder {
-    key: SigningKey,
-    grants: Vec<Grant>,
-}
-
-impl Holder {
-    fn principal(&self) -> String {
-        Principal::of(&self.key).to_string()
-    }
-}
-
-struct Coord {
-    client: Client,
-    audience: String,
-    root: SigningKey,
-}
+use support::coord::{key, now, start, Coord, Holder, Req, DAY, WORLD};
+use support::Response;
 
 impl Coord {
-    fn new(labd: &Labd) -> Coord {
-        let client = labd.coord();
-        let text = std::fs::read_to_string(labd.data_dir.join("state/coord/root.key")).unwrap();
-        let hex = text.trim().strip_prefix("ed25519-secret:").unwrap();
-        let seed: [u8; 32] = hex_decode(hex).try_into().unwrap();
-        Coord {
-            audience: format!("http://{}", client.address),
-            client,
-            root: SigningKey::from_bytes(&seed),
-        }
-    }
-
-    /// A root-issued grant.
-    fn grant(&self, to: &SigningKey, kind: GrantKind, path: &str, valid_until: u64) -> Grant {
-        issue_grant(
-            &self.root,
-            WORLD,
-            GrantFields {
-                principal: Principal::of(to),
-                kind,
-                path: labels(path),
-                valid_until,
-            },
-            None,
-        )
-        .unwrap()
-    }
-
-    /// A key holding root-issued grants of `kinds` on `path` for a day.
-    fn holder(&self, seed: u8, kinds: &[GrantKind], path: &str) -> Holder {
-        let key = key(seed);
-        let grants = kinds
-            .iter()
-            .map(|k| self.grant(&key, *k, path, now() + DAY))
-            .collect();
-        Holder { key, grants }
-    }
-
-    /// The root with read, publish and provision on the whole world.
-    fn admin(&self) -> Holder {
-        let kinds = [GrantKind::Read, GrantKind::Publish, GrantKind::Provision];
-        let grants = kinds
-            .iter()
-            .map(|k| self.grant(&self.root, *k, "", now() + DAY))
-            .collect();
-        Holder {
-            key: self.root.clone(),
-            grants,
-        }
-    }
-
-    fn send(&self, who: &Holder, req: &Req) -> Response {
-        let proof = sign_request(
-            &who.key,
-            req.op,
-            &req.signed_params(),
-            &req.body,
-            &nonce(),
-            now(),
-            &self.audience,
-        )
-        .unwrap();
-        let header = Carriage::new(proof, who.grants.clone()).to_header();
-        let mut head = format!("{} /v1/{}{} HTTP/1.1", req.method, req.route, req.query());
-        if req.method == "POST" {
-            head.push_str("\ncontent-type: application/json");
-        }
-        head.push_str(&format!("\nsvc-auth: {header}"));
-        let body = (req.method != "GET").then_some(req.body.as_slice());
-        self.client.send(&head, body)
-    }
-
-    fn ok(&self, who: &Holder, req: &Req, status: u16) -> Value {
-        let response = self.send(who, req);
-        assert_eq!(
-            response.status,
-            status,
-            "{} {}",
-            req.op,
-            String::from_utf8_lossy(&response.body)
-        );
-        response.json()
-    }
-
     /// Whether `who` may read the space at `path` (200) or is denied (403);
     /// any other answer fails the test.
     fn can_read(&self, who: &Holder, path: &str) -> bool {
-        let response = self.send(who, &Req::read("resolve", path));
+        let response = self.send(who, &Req::read("resolve").path(path));
         if response.status == 403 {
             response.assert_error(403, "denied");
             return false;
@@ -225,65 +32,34 @@ impl Coord {
     fn get(&self, who: &Holder, entry: &Value) -> Response {
         let text = |name: &str| entry[name].as_str().unwrap().to_string();
         let position = entry["position"].as_i64().unwrap();
-        let mut params = Params::new();
-        params.insert("root_id", ParamValue::String(text("root_id")));
-        params.insert("space_id", ParamValue::String(text("space_id")));
-        params.insert("position", ParamValue::Int(position));
-        let proof = sign_request(
-            &who.key,
-            "get",
-            &params,
-            b"",
-            &nonce(),
-            now(),
-            &self.audience,
-        )
-        .unwrap();
-        let header = Carriage::new(proof, who.grants.clone()).to_header();
-        let target = format!(
-            "/v1/get?root_id={}&space_id={}&position={position}",
-            text("root_id"),
-            text("space_id"),
-        );
-        self.client
-            .send(&format!("GET {target} HTTP/1.1\nsvc-auth: {header}"), None)
+        let get = Req::read("get")
+            .string("root_id", &text("root_id"))
+            .string("space_id", &text("space_id"))
+            .int("position", position);
+        self.send(who, &get)
     }
 
     /// The space at `path` as the admin resolves it, or null.
     fn resolve(&self, path: &str) -> Value {
-        self.ok(&self.admin(), &Req::read("resolve", path), 200)["space"].clone()
+        self.ok(&self.admin(), &Req::read("resolve").path(path), 200)["space"].clone()
     }
 
     fn project(&self, label: &str) {
         let body = json!({ "operation_id": format!("project-{label}"), "label": label });
-        self.ok(
-            &self.admin(),
-            &Req::json("create_project", "projects", &body),
-            201,
-        );
+        self.ok(&self.admin(), &Req::json("create_project", &body), 201);
     }
 
     /// `provision_worker` as `who`.
     fn provision(&self, who: &Holder, body: &Value) -> Response {
-        self.send(who, &Req::json("provision_worker", "workers", body))
+        self.send(who, &Req::json("provision_worker", body))
     }
 
     fn retire(&self, who: &Holder, project: &str, worker: &str) -> Value {
         let body = json!({
             "operation_id": format!("retire-{worker}"), "project": project, "worker": worker,
         });
-        self.ok(
-            who,
-            &Req::json("retire_worker", "workers/retire", &body),
-            201,
-        )
+        self.ok(who, &Req::json("retire_worker", &body), 201)
     }
-}
-
-fn start(name: &str) -> (Labd, Coord) {
-    let labd = Labd::start(name, &[]);
-    let coord = Coord::new(&labd);
-    (labd, coord)
 }
 
 /// A provisioning request for `worker` of `project` held by `principal`.
@@ -368,11 +144,7 @@ fn retirement_cannot_lock_out_the_root_or_another_principal() {
         "beta",
         until,
     );
-    coord.ok(
-        &admin,
-        &Req::json("provision_worker", "workers", &first),
-        201,
-    );
+    coord.ok(&admin, &Req::json("provision_worker", &first), 201);
     let again = provisioning(
         "x",
         &Principal::of(&taken).to_string(),
@@ -396,7 +168,6 @@ fn retirement_cannot_lock_out_the_root_or_another_principal() {
         &hostile,
         &Req::json(
             "provision_worker",
-            "workers",
             &provisioning("x", &third.principal(), scoped, "beta", until),
         ),
         201,
@@ -424,11 +195,7 @@ fn retirement_cannot_lock_out_the_root_or_another_principal() {
         "beta",
         until,
     );
-    coord.ok(
-        &third,
-        &Req::json("provision_worker", "workers", &next),
-        201,
-    );
+    coord.ok(&third, &Req::json("provision_worker", &next), 201);
     assert!(coord.can_read(&admin, "projects"));
     assert!(coord.can_read(&admin, "projects/beta/workers/x/state"));
     coord.project("gamma");
@@ -448,7 +215,6 @@ fn retirement_revokes_the_worker_and_every_delegation_from_it() {
         &admin,
         &Req::json(
             "provision_worker",
-            "workers",
             &provisioning(
                 "w",
                 &Principal::of(&worker_key).to_string(),
@@ -483,7 +249,7 @@ fn retirement_revokes_the_worker_and_every_delegation_from_it() {
 
     assert!(coord.can_read(&worker, "projects/alpha"));
     assert!(coord.can_read(&early_delegate, "projects/alpha"));
-    coord.ok(&worker, &Req::json("publish", "publish", &note("n-1")), 201);
+    coord.ok(&worker, &Req::json("publish", &note("n-1")), 201);
 
     coord.retire(&admin, "alpha", "w");
 
@@ -496,7 +262,7 @@ fn retirement_revokes_the_worker_and_every_delegation_from_it() {
     };
     assert!(!coord.can_read(&late_delegate, "projects/alpha"));
     coord
-        .send(&worker, &Req::json("publish", "publish", &note("n-2")))
+        .send(&worker, &Req::json("publish", &note("n-2")))
         .assert_error(403, "denied");
     // An occurrence by reference (request rule 10) is refused as well.
     let state = &answer["state"]["entry"];
@@ -548,11 +314,7 @@ fn a_provisioner_cannot_widen_its_own_authority() {
         "beta",
         until,
     );
-    let answer = coord.ok(
-        &narrow,
-        &Req::json("provision_worker", "workers", &within),
-        201,
-    );
+    let answer = coord.ok(&narrow, &Req::json("provision_worker", &within), 201);
     let mut widened = narrow.clone();
     widened.grants.extend(issued(&answer));
     assert!(coord.can_read(&widened, "projects/beta/workers/x"));
@@ -581,11 +343,7 @@ fn a_provisioner_cannot_widen_its_own_authority() {
     assert_eq!(coord.resolve("projects/beta/workers/z"), Value::Null);
     let mut lasting = beyond.clone();
     lasting["valid_until"] = json!(until);
-    let answer = coord.ok(
-        &project_wide,
-        &Req::json("provision_worker", "workers", &lasting),
-        201,
-    );
+    let answer = coord.ok(&project_wide, &Req::json("provision_worker", &lasting), 201);
     let worker = Holder {
         key: reader,
         grants: issued(&answer),
@@ -613,7 +371,7 @@ fn references_in_bodies_do_not_reveal_what_the_caller_cannot_read() {
         coord
             .send(
                 &campaigner,
-                &Req::json("create_campaign", "campaigns", &campaign("c1", project)),
+                &Req::json("create_campaign", &campaign("c1", project)),
             )
             .assert_error(403, "denied");
     }
@@ -621,7 +379,7 @@ fn references_in_bodies_do_not_reveal_what_the_caller_cannot_read() {
     coord
         .send(
             &admin,
-            &Req::json("create_campaign", "campaigns", &campaign("c2", "nope")),
+            &Req::json("create_campaign", &campaign("c2", "nope")),
         )
         .assert_error(404, "not_found");
     let mut reader = campaigner.clone();
@@ -630,7 +388,7 @@ fn references_in_bodies_do_not_reveal_what_the_caller_cannot_read() {
         .push(coord.grant(&reader.key, GrantKind::Read, "projects/alpha", now() + DAY));
     coord.ok(
         &reader,
-        &Req::json("create_campaign", "campaigns", &campaign("c1", "alpha")),
+        &Req::json("create_campaign", &campaign("c1", "alpha")),
         201,
     );
 
@@ -640,7 +398,6 @@ fn references_in_bodies_do_not_reveal_what_the_caller_cannot_read() {
             &admin,
             &Req::json(
                 "provision_worker",
-                "workers",
                 &provisioning(
                     worker,
                     &Principal::of(&key(seed)).to_string(),
@@ -666,8 +423,7 @@ fn references_in_bodies_do_not_reveal_what_the_caller_cannot_read() {
             "worker": worker, "inputs": inputs, "outputs": [],
         })
     };
-    let assign =
-        |who: &Holder, body: &Value| coord.send(who, &Req::json("assign", "assignments", body));
+    let assign = |who: &Holder, body: &Value| coord.send(who, &Req::json("assign", body));
 
     // Without `read` on the worker's space, whether the worker exists is
     // not told.

@@ -41,9 +41,10 @@ use crate::measure::{percent, progress, Row};
 use anyhow::{ensure, Context, Result};
 use ed25519_dalek::Signature;
 use lab_coord_auth::{
-    issue_grant, sign_request, signing_record, BodyDigest, Carriage, Grant, GrantFields, GrantKind,
-    MemoryReplayCache, Params, Principal, RequestFacts, SigningKey, Verifier,
+    issue_grant, signing_record, BodyDigest, Carriage, Grant, GrantFields, GrantKind,
+    MemoryReplayCache, Principal, RequestFacts, SigningKey, Verifier,
 };
+use lab_coord_client::{Built, Request};
 use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -96,35 +97,22 @@ pub struct Target {
 
 /// One signed request, before it is signed.
 struct Call {
-    op: &'static str,
-    method: &'static str,
-    /// The grant it needs, and where (labels below the world).
-    kind: GrantKind,
+    /// Where the grant it needs must reach (labels below the world).
     path: Vec<String>,
-    /// `/v1/...` with the query string.
-    target: String,
-    /// The table parameters, as signed.
-    params: Params,
-    /// The JSON body; empty for reads.
-    body: Vec<u8>,
+    request: Built,
 }
 
 impl Call {
-    fn create_project(label: &str) -> Call {
+    fn create_project(label: &str) -> Result<Call> {
         let body = json!({ "operation_id": format!("project-{label}"), "label": label });
-        Call {
-            op: "create_project",
-            method: "POST",
-            kind: GrantKind::Provision,
-            path: vec!["projects".into(), label.into()],
-            target: "/v1/projects".into(),
-            params: Params::new(),
-            body: body.to_string().into_bytes(),
-        }
+        Call::new(
+            Request::new("create_project")?.body(body.to_string()),
+            vec!["projects".into(), label.into()],
+        )
     }
 
     /// A new record (`{"n": n}`) for leaf `leaf`.
-    fn publish(operation_id: &str, leaf: usize, n: u64) -> Call {
+    fn publish(operation_id: &str, leaf: usize, n: u64) -> Result<Call> {
         let path = leaf_path(leaf);
         let body = json!({
             "operation_id": operation_id,
@@ -132,28 +120,34 @@ impl Call {
             "profile": "lab/bench/1",
             "record": { "n": n },
         });
-        Call {
-            op: "publish",
-            method: "POST",
-            kind: GrantKind::Publish,
-            path,
-            target: "/v1/publish".into(),
-            params: Params::new(),
-            body: body.to_string().into_bytes(),
-        }
+        Call::new(Request::new("publish")?.body(body.to_string()), path)
     }
 
     /// The first entry of leaf `leaf`.
-    fn entries(leaf: usize) -> Call {
+    fn entries(leaf: usize) -> Result<Call> {
         let path = leaf_path(leaf);
-        Call {
-            op: "entries",
-            method: "GET",
-            kind: GrantKind::Read,
-            target: format!("/v1/entries?{}", query(&path, 1)),
-            params: Params::new().strings("path", path.clone()).int("limit", 1),
+        let request = Request::new("entries")?.path(path.clone()).int("limit", 1);
+        Call::new(request, path)
+    }
+
+    fn new(request: Request, path: Vec<String>) -> Result<Call> {
+        Ok(Call {
             path,
-            body: Vec::new(),
+            request: request.build()?,
+        })
+    }
+
+    /// The grant kind its operation needs.
+    fn kind(&self) -> GrantKind {
+        self.request.operation.grant
+    }
+
+    /// What the service rebuilds the signing record from.
+    fn facts(&self) -> RequestFacts<'_> {
+        RequestFacts {
+            op: self.request.op(),
+            params: &self.request.params,
+            body_digest: BodyDigest::of(&self.request.body),
         }
     }
 }
@@ -163,29 +157,6 @@ fn leaf_path(leaf: usize) -> Vec<String> {
     ["projects", PROJECT, "snapshots", &format!("s{leaf}")]
         .map(String::from)
         .to_vec()
-}
-
-/// The query string of a read of `path` with `limit`: one `path` pair per
-/// label, in order.
-fn query(path: &[String], limit: u64) -> String {
-    path.iter()
-        .map(|label| format!("path={}", encode(label)))
-        .chain([format!("limit={limit}")])
-        .collect::<Vec<_>>()
-        .join("&")
-}
-
-/// Percent-encodes every byte outside the unreserved characters.
-fn encode(text: &str) -> String {
-    text.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
 }
 
 /// A nonce of the proof grammar (22..64 of `[A-Za-z0-9_-]`), distinct for
@@ -276,22 +247,19 @@ impl Signer {
 
     /// A fresh proof of `call` with the grant it needs.
     fn carriage(&self, call: &Call) -> Result<Carriage> {
-        let n = self.next_nonce.fetch_add(1, Ordering::Relaxed);
-        let proof = sign_request(
-            &self.key,
-            call.op,
-            &call.params,
-            &call.body,
-            &nonce(self.nonce_prefix, n),
-            now(),
-            &self.audience,
-        )?;
         let grant = self
             .grants
             .iter()
-            .find(|g| g.kind == call.kind)
-            .with_context(|| format!("the signer holds no {} grant", call.kind))?;
-        Ok(Carriage::new(proof, vec![grant.clone()]))
+            .find(|g| g.kind == call.kind())
+            .with_context(|| format!("the signer holds no {} grant", call.kind()))?;
+        let n = self.next_nonce.fetch_add(1, Ordering::Relaxed);
+        Ok(call.request.carriage(
+            &self.key,
+            vec![grant.clone()],
+            &nonce(self.nonce_prefix, n),
+            now(),
+            &self.audience,
+        )?)
     }
 
     /// `call` signed, as the bytes that go on the wire.
@@ -306,19 +274,21 @@ impl Signer {
 
 /// The HTTP/1.1 request of `call` with the `Svc-Auth` value `auth`.
 fn raw_request(addr: SocketAddr, call: &Call, auth: &str) -> Vec<u8> {
+    let request = &call.request;
     let mut head = format!(
         "{} {} HTTP/1.1\r\nhost: {addr}\r\n",
-        call.method, call.target
+        request.method(),
+        request.target
     );
-    if !call.body.is_empty() {
+    if let Some(content_type) = request.content_type {
         head.push_str(&format!(
-            "content-type: application/json\r\ncontent-length: {}\r\n",
-            call.body.len()
+            "content-type: {content_type}\r\ncontent-length: {}\r\n",
+            request.body.len()
         ));
     }
     head.push_str(&format!("svc-auth: {auth}\r\n\r\n"));
     let mut bytes = head.into_bytes();
-    bytes.extend_from_slice(&call.body);
+    bytes.extend_from_slice(&request.body);
     bytes
 }
 
@@ -372,7 +342,7 @@ pub async fn run(target: Target, threads: usize) -> Result<Vec<Row>> {
         &[GrantKind::Provision],
         &[],
     )?;
-    let created = once(coord, &admin.request(&Call::create_project(PROJECT))?, 201).await?;
+    let created = once(coord, &admin.request(&Call::create_project(PROJECT)?)?, 201).await?;
     ensure!(
         created["space"].is_object(),
         "create_project answered {created}"
@@ -391,7 +361,7 @@ pub async fn run(target: Target, threads: usize) -> Result<Vec<Row>> {
     let ids = journal::identity(target.journal).await?;
     let mut leaves = Vec::new();
     for leaf in 0..LEAVES {
-        let call = Call::publish(&format!("first-{leaf}"), leaf, 0);
+        let call = Call::publish(&format!("first-{leaf}"), leaf, 0)?;
         let answer = once(coord, &publisher.request(&call)?, 201).await?;
         let entry = &answer["record"]["entry"];
         ensure!(
@@ -500,7 +470,7 @@ impl Bench {
 
     /// The call client `client` of `clients` makes `n`th in run `run`:
     /// round robin over the leaves.
-    fn call(kind: Kind, run: u64, clients: usize, client: usize, n: u64) -> Call {
+    fn call(kind: Kind, run: u64, clients: usize, client: usize, n: u64) -> Result<Call> {
         let leaf = (client + n as usize * clients) % LEAVES;
         match kind {
             Kind::Publish => Call::publish(&format!("r{run}-c{client}-{n}"), leaf, n),
@@ -516,7 +486,7 @@ impl Bench {
     fn signing_feeds(&self, kind: Kind, clients: usize) -> Vec<Feed> {
         let (run, signer) = (self.next_run(), Arc::clone(&self.publisher));
         let build: Arc<Build> =
-            Arc::new(move |client, n| signer.request(&Bench::call(kind, run, clients, client, n)));
+            Arc::new(move |client, n| signer.request(&Bench::call(kind, run, clients, client, n)?));
         (0..clients)
             .map(|_| Feed::Built(Arc::clone(&build)))
             .collect()
@@ -539,7 +509,7 @@ impl Bench {
                             (from..total.min(from + chunk))
                                 .map(|i| {
                                     let (client, n) = ((i / per_client) as usize, i % per_client);
-                                    signer.request(&Bench::call(kind, run, clients, client, n))
+                                    signer.request(&Bench::call(kind, run, clients, client, n)?)
                                 })
                                 .collect::<Result<Vec<_>>>()
                         })
@@ -902,7 +872,7 @@ fn timed(time: Duration, mut step: impl FnMut(usize) -> Result<()>) -> Result<(u
 fn auth_costs(signer: &Signer, world: &str, root: &SigningKey) -> Result<AuthCosts> {
     let calls: Vec<Call> = (0..POOL)
         .map(|i| Call::publish(&format!("auth-{i}"), i % LEAVES, i as u64))
-        .collect();
+        .collect::<Result<_>>()?;
     let started = Instant::now();
     let headers = calls
         .iter()
@@ -915,13 +885,8 @@ fn auth_costs(signer: &Signer, world: &str, root: &SigningKey) -> Result<AuthCos
 
     let first = &calls[0];
     let proof = Carriage::from_header(Some(headers[0].as_bytes()))?.proof;
-    let facts = RequestFacts {
-        op: first.op,
-        params: &first.params,
-        body_digest: BodyDigest::of(&first.body),
-    };
     let record = signing_record(
-        &facts,
+        &first.facts(),
         &proof.principal,
         &proof.nonce,
         proof.timestamp,
@@ -947,12 +912,14 @@ fn auth_costs(signer: &Signer, world: &str, root: &SigningKey) -> Result<AuthCos
         }
         let call = &calls[i];
         let carriage = Carriage::from_header(Some(headers[i].as_bytes()))?;
-        let facts = RequestFacts {
-            op: call.op,
-            params: &call.params,
-            body_digest: BodyDigest::of(&call.body),
-        };
-        verifier.check(&carriage, &facts, call.kind, &call.path, now, &mut cache)?;
+        verifier.check(
+            &carriage,
+            &call.facts(),
+            call.kind(),
+            &call.path,
+            now,
+            &mut cache,
+        )?;
         Ok(())
     })?;
     Ok(AuthCosts {
@@ -987,13 +954,8 @@ mod tests {
 
     #[test]
     fn queries_repeat_the_path() {
-        let path = ["projects", "a b", "s/0"].map(String::from);
         assert_eq!(
-            query(&path, 1),
-            "path=projects&path=a%20b&path=s%2F0&limit=1"
-        );
-        assert_eq!(
-            Call::entries(2).target,
+            Call::entries(2).unwrap().request.target,
             "/v1/entries?path=projects&path=bench&path=snapshots&path=s2&limit=1"
         );
     }
@@ -1001,10 +963,10 @@ mod tests {
     #[test]
     fn requests_frame_their_body() {
         let addr: SocketAddr = "127.0.0.1:80".parse().unwrap();
-        let get = raw_request(addr, &Call::entries(0), "QUJD");
+        let get = raw_request(addr, &Call::entries(0).unwrap(), "QUJD");
         assert!(get.starts_with(b"GET /v1/entries?path=projects&"));
         assert!(get.ends_with(b"\r\nhost: 127.0.0.1:80\r\nsvc-auth: QUJD\r\n\r\n"));
-        let call = Call::publish("op", 1, 5);
+        let call = Call::publish("op", 1, 5).unwrap();
         let post = String::from_utf8(raw_request(addr, &call, "QUJD")).unwrap();
         let (head, body) = post.split_once("\r\n\r\n").unwrap();
         assert!(head.starts_with("POST /v1/publish HTTP/1.1\r\n"));
@@ -1043,26 +1005,22 @@ mod tests {
         )
         .unwrap();
         let verifier = Verifier::new("lab", Principal::of(&root), signer.audience.clone());
-        let call = Call::publish("op", 0, 1);
+        let call = Call::publish("op", 0, 1).unwrap();
         let carriage = signer.carriage(&call).unwrap();
-        let facts = RequestFacts {
-            op: call.op,
-            params: &call.params,
-            body_digest: BodyDigest::of(&call.body),
-        };
+        let facts = call.facts();
         let mut cache = MemoryReplayCache::new();
         let now = now();
         verifier
-            .check(&carriage, &facts, call.kind, &call.path, now, &mut cache)
+            .check(&carriage, &facts, call.kind(), &call.path, now, &mut cache)
             .unwrap();
         assert!(verifier
-            .check(&carriage, &facts, call.kind, &call.path, now, &mut cache)
+            .check(&carriage, &facts, call.kind(), &call.path, now, &mut cache)
             .is_err());
         let again = signer.carriage(&call).unwrap();
         assert_ne!(again.proof.nonce, carriage.proof.nonce);
         verifier
-            .check(&again, &facts, call.kind, &call.path, now, &mut cache)
+            .check(&again, &facts, call.kind(), &call.path, now, &mut cache)
             .unwrap();
-        assert!(signer.carriage(&Call::entries(0)).is_err());
+        assert!(signer.carriage(&Call::entries(0).unwrap()).is_err());
     }
 }

@@ -7,12 +7,13 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Args;
-use lab_coord_auth::{sign_request, Carriage, HEADER, MAX_GRANTS};
+use lab_coord_auth::MAX_GRANTS;
+use lab_coord_client::{Answer, BodyKind, Request as CoordRequest, HEADER};
 use serde_json::Value;
 
 use crate::failure::{Failure, Refusal};
 use crate::http::{self, Request, Response};
-use crate::ops::{self, Answer, Arguments, RequestBody};
+use crate::ops::{self, Arguments};
 use crate::output::Sink;
 use crate::{grant, grantfile, keyfile, random, Common};
 
@@ -220,20 +221,18 @@ fn read_request_body(path: &Path) -> Result<Vec<u8>, Failure> {
 }
 
 pub fn run_call(args: CallArgs, common: &Common) -> Result<(), Failure> {
-    let op = ops::find(&args.op).ok_or_else(|| {
-        if ops::SOCKET_ONLY.contains(&args.op.as_str()) {
-            Failure::Usage(format!(
-                "{} exists only on the WebSocket binding (/v1/ws)",
-                args.op
-            ))
-        } else {
-            Failure::Usage(format!(
+    let op = CoordRequest::new(&args.op)
+        .map_err(|err| match err {
+            lab_coord_client::BuildError::SocketOnly { name } => Failure::Usage(format!(
+                "{name} exists only on the WebSocket binding (/v1/ws)"
+            )),
+            _ => Failure::Usage(format!(
                 "no operation {:?}; the HTTP operations are {}",
                 args.op,
                 ops::names()
-            ))
-        }
-    })?;
+            )),
+        })?
+        .operation();
 
     let mut arguments = Arguments {
         path: args.path,
@@ -247,11 +246,11 @@ pub fn run_call(args: CallArgs, common: &Common) -> Result<(), Failure> {
     if let Some(hash) = args.type_hash {
         arguments.params.push(("type".into(), hash));
     }
-    let built = op.build(&arguments).map_err(Failure::Usage)?;
+    let request = ops::request(op, &arguments).map_err(Failure::Usage)?;
 
     let body = match (op.body, &args.body) {
-        (RequestBody::None, None) => Vec::new(),
-        (RequestBody::None, Some(_)) => {
+        (BodyKind::None, None) => Vec::new(),
+        (BodyKind::None, Some(_)) => {
             return Err(Failure::Usage(format!("{} takes no --body", op.name)))
         }
         (_, None) => {
@@ -260,7 +259,7 @@ pub fn run_call(args: CallArgs, common: &Common) -> Result<(), Failure> {
                 op.name
             )))
         }
-        (RequestBody::Json, Some(path)) => {
+        (BodyKind::Json, Some(path)) => {
             let body = read_request_body(path)?;
             if let Err(err) = serde_json::from_slice::<Value>(&body) {
                 return Err(Failure::Data(format!(
@@ -270,7 +269,7 @@ pub fn run_call(args: CallArgs, common: &Common) -> Result<(), Failure> {
             }
             body
         }
-        (RequestBody::Bytes, Some(path)) => read_request_body(path)?,
+        (BodyKind::Raw, Some(path)) => read_request_body(path)?,
     };
 
     let endpoint = endpoint_of(common)?;
@@ -289,31 +288,27 @@ pub fn run_call(args: CallArgs, common: &Common) -> Result<(), Failure> {
 
     let nonce =
         random::nonce().map_err(|err| Failure::Io(format!("cannot read /dev/urandom: {err}")))?;
-    let proof = sign_request(
-        &key,
-        op.name,
-        &built.params,
-        &body,
-        &nonce,
-        grant::now(),
-        &audience,
-    )
-    .map_err(|err| Failure::Usage(format!("cannot sign the request: {err}")))?;
-    let carriage = Carriage::new(proof, grants);
+    let built = match op.body {
+        BodyKind::None => request.build(),
+        _ => request.body(body).build(),
+    }
+    .map_err(|err| Failure::Usage(ops::explain(op, err)))?;
+    let header = built
+        .carriage(&key, grants, &nonce, grant::now(), &audience)
+        .map_err(|err| Failure::Usage(format!("cannot sign the request: {err}")))?
+        .to_header();
 
-    let target = format!("{}{}{}", endpoint.prefix, op.route, built.query);
-    let mut headers = vec![(HEADER, carriage.to_header())];
-    match op.body {
-        RequestBody::Json => headers.push(("Content-Type", "application/json".into())),
-        RequestBody::Bytes => headers.push(("Content-Type", "application/octet-stream".into())),
-        RequestBody::None => {}
+    let target = format!("{}{}", endpoint.prefix, built.target);
+    let mut headers = vec![(HEADER, header)];
+    if let Some(content_type) = built.content_type {
+        headers.push(("Content-Type", content_type.into()));
     }
     let request = Request {
-        method: op.method,
+        method: built.method(),
         target: &target,
         host: &endpoint.authority,
         headers,
-        body: &body,
+        body: &built.body,
     };
     let mut response = exchange(&endpoint, &request, common.timeout)?;
     match op.answer {
@@ -380,7 +375,10 @@ pub fn run_describe(args: DescribeArgs, common: &Common) -> Result<(), Failure> 
             write_json(&json_answer(&mut response)?, None)
         }
         Some(file) => {
-            let encoded: Vec<String> = file.split('/').map(ops::percent_encode).collect();
+            let encoded: Vec<String> = file
+                .split('/')
+                .map(lab_coord_client::percent_encode)
+                .collect();
             let route = format!("/describe/{}", encoded.join("/"));
             let mut response = operational(&endpoint, &route, common.timeout)?;
             if !is_success(response.status) {

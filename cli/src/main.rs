@@ -152,15 +152,15 @@ struct PrincipalArgs {}
 
 fn call_help() -> String {
     let mut text = String::from("Operations (name: method route, parameters):\n");
-    for op in ops::OPERATIONS {
+    for op in lab_coord_client::OPERATIONS {
         let params: Vec<String> = op
             .params
             .iter()
             .map(|spec| {
                 let mut name = match spec.kind {
-                    ops::ParamKind::Strings => format!("--{} LABEL...", spec.name),
-                    ops::ParamKind::Int => format!("{}=INT", spec.name),
-                    ops::ParamKind::String => format!("{}=TEXT", spec.name),
+                    lab_coord_client::ParamKind::Strings => format!("--{} LABEL...", spec.name),
+                    lab_coord_client::ParamKind::Int => format!("{}=INT", spec.name),
+                    lab_coord_client::ParamKind::String => format!("{}=TEXT", spec.name),
                 };
                 if !spec.required {
                     name = format!("[{name}]");
@@ -170,9 +170,9 @@ fn call_help() -> String {
             .collect();
         let mut words = params;
         match op.body {
-            ops::RequestBody::None => {}
-            ops::RequestBody::Json => words.push("--body JSON".into()),
-            ops::RequestBody::Bytes => words.push("--body BYTES".into()),
+            lab_coord_client::BodyKind::None => {}
+            lab_coord_client::BodyKind::Json => words.push("--body JSON".into()),
+            lab_coord_client::BodyKind::Raw => words.push("--body BYTES".into()),
         }
         text.push_str(&format!(
             "  {:<17} {:<4} {:<20} {}\n",

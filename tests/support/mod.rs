@@ -2,6 +2,8 @@
 //! client that sends exactly the bytes a test names.
 #![allow(dead_code)]
 
+pub mod coord;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};

@@ -2,8 +2,10 @@
 //! and against the operation table the router serves: every JSON file
 //! parses, `operations.json` names exactly the operations of the
 //! specification's table, each HTTP row has the route, grant and parameters
-//! of `lab_coord::table::OPERATIONS`, and every schema a row or a schema
-//! names exists.
+//! of `lab_coord::table::OPERATIONS`, the client crate's table
+//! (`lab_coord_client::OPERATIONS`, which labctl, lab-bench and the
+//! black-box tests build requests from) has the same rows as both, and
+//! every schema a row or a schema names exists.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -139,31 +141,7 @@ fn http_rows_match_the_router_table() {
                 assert_eq!(str_of(http, "method"), op.method, "{name} method");
                 assert_eq!(str_of(http, "path"), route, "{name} path");
                 assert_eq!(str_of(row, "grant"), op.grant.as_str(), "{name} grant");
-                let params: Vec<(String, String, bool)> = row["params"]
-                    .as_array()
-                    .unwrap_or_else(|| panic!("{name} has no params array"))
-                    .iter()
-                    .map(|p| {
-                        (
-                            str_of(p, "name").to_string(),
-                            str_of(p, "kind").to_string(),
-                            p["required"].as_bool().expect("required is a boolean"),
-                        )
-                    })
-                    .collect();
-                let expected: Vec<(String, String, bool)> = op
-                    .params
-                    .iter()
-                    .map(|(n, kind, required)| {
-                        let kind = match kind {
-                            ParamKind::Str => "string",
-                            ParamKind::Int => "int",
-                            ParamKind::Strings => "strings",
-                        };
-                        (n.to_string(), kind.to_string(), *required)
-                    })
-                    .collect();
-                assert_eq!(params, expected, "{name} parameters");
+                assert_eq!(contract_params(row), router_params(op), "{name} parameters");
                 let carried = !matches!(name, "retain" | "fetch");
                 assert_eq!(row["ws"], carried, "{name} ws");
             }
@@ -176,6 +154,137 @@ fn http_rows_match_the_router_table() {
             op.name
         );
     }
+}
+
+/// One HTTP row as both tables and `operations.json` can state it:
+/// name, method, route, grant, params (name, kind, required), body kind.
+type Row = (String, String, String, String, Params, &'static str);
+
+/// A row's parameters as `(name, kind, required)`.
+type Params = Vec<(String, String, bool)>;
+
+fn contract_params(row: &Value) -> Params {
+    let name = str_of(row, "name");
+    row["params"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{name} has no params array"))
+        .iter()
+        .map(|p| {
+            (
+                str_of(p, "name").to_string(),
+                str_of(p, "kind").to_string(),
+                p["required"].as_bool().expect("required is a boolean"),
+            )
+        })
+        .collect()
+}
+
+fn router_params(op: &table::Operation) -> Params {
+    op.params
+        .iter()
+        .map(|(name, kind, required)| {
+            let kind = match kind {
+                ParamKind::Str => "string",
+                ParamKind::Int => "int",
+                ParamKind::Strings => "strings",
+            };
+            (name.to_string(), kind.to_string(), *required)
+        })
+        .collect()
+}
+
+fn router_row(op: &table::Operation) -> Row {
+    let body = match op.body {
+        table::BodyKind::None => "none",
+        table::BodyKind::Json => "json",
+        table::BodyKind::Raw => "raw",
+    };
+    (
+        op.name.to_string(),
+        op.method.to_string(),
+        format!("/v1/{}", op.route.join("/")),
+        op.grant.as_str().to_string(),
+        router_params(op),
+        body,
+    )
+}
+
+fn client_row(op: &lab_coord_client::Operation) -> Row {
+    use lab_coord_client::BodyKind;
+    let params = op
+        .params
+        .iter()
+        .map(|spec| {
+            (
+                spec.name.to_string(),
+                spec.kind.as_str().to_string(),
+                spec.required,
+            )
+        })
+        .collect();
+    let body = match op.body {
+        BodyKind::None => "none",
+        BodyKind::Json => "json",
+        BodyKind::Raw => "raw",
+    };
+    (
+        op.name.to_string(),
+        op.method.to_string(),
+        op.route.to_string(),
+        op.grant.as_str().to_string(),
+        params,
+        body,
+    )
+}
+
+/// The HTTP rows of `operations.json`. Its body kind: a row naming a
+/// `request` schema takes JSON; a GET takes none; any other route takes
+/// raw bytes.
+fn contract_rows() -> Vec<Row> {
+    operations()
+        .iter()
+        .filter(|row| !row["http"].is_null())
+        .map(|row| {
+            let http = &row["http"];
+            let method = str_of(http, "method");
+            let body = if row.get("request").is_some() {
+                "json"
+            } else if method == "GET" {
+                "none"
+            } else {
+                "raw"
+            };
+            (
+                str_of(row, "name").to_string(),
+                method.to_string(),
+                str_of(http, "path").to_string(),
+                str_of(row, "grant").to_string(),
+                contract_params(row),
+                body,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn client_rows_match_the_router_table_and_the_contract() {
+    let router: Vec<Row> = table::OPERATIONS.iter().map(router_row).collect();
+    let client: Vec<Row> = lab_coord_client::OPERATIONS
+        .iter()
+        .map(client_row)
+        .collect();
+    let contract = contract_rows();
+    assert_eq!(router.len(), 20, "every HTTP operation is routed");
+    assert_eq!(client.len(), router.len(), "one client row per route");
+    assert_eq!(contract.len(), router.len(), "one contract row per route");
+    for ((router, client), contract) in router.iter().zip(&client).zip(&contract) {
+        assert_eq!(client, router, "client and router rows of {}", router.0);
+        assert_eq!(client, contract, "client and contract rows of {}", client.0);
+    }
+    assert!(
+        client.iter().any(|row| row.5 == "raw"),
+        "retain takes raw bytes"
+    );
 }
 
 #[test]

@@ -1,0 +1,22 @@
+//! The client side of the coordination service's HTTP binding.
+//!
+//! - [`table`]: every operation with an HTTP route (name, method, route,
+//!   grant kind, parameters, body kind), as `operations.json` gives them.
+//! - [`request`]: an operation and its typed parameters and body become the
+//!   method, the target with its query string, the signing record's
+//!   `params` and the content type. Both forms come from the same
+//!   parameters, so what is sent is what is signed: the service rebuilds
+//!   the signing record from the query it receives.
+//! - [`Built::carriage`]: a key, its grants, a nonce, a timestamp and an
+//!   audience sign a built request into the `Svc-Auth` carriage.
+//!
+//! The crate does no I/O; each user keeps its own transport.
+
+pub mod error;
+pub mod request;
+pub mod table;
+
+pub use crate::error::BuildError;
+pub use crate::request::{percent_encode, Built, Request};
+pub use crate::table::{find, Answer, BodyKind, Operation, ParamKind, ParamSpec, OPERATIONS};
+pub use lab_coord_auth::{ParamValue, Params, HEADER};

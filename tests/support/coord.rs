@@ -1,0 +1,256 @@
+//! The coordination service's callers: keys holding root-issued grants,
+//! and requests built and signed by the client crate (`lab-coord-client`),
+//! sent as raw HTTP/1.1.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use lab_coord_auth::{issue_grant, Grant, GrantFields, GrantKind, Principal, SigningKey};
+use lab_coord_client::{Built, Request};
+use serde_json::Value;
+
+use super::{Client, Labd, Response};
+
+pub const WORLD: &str = "lab";
+pub const DAY: u64 = 86_400;
+
+pub fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// A nonce never used before by this process.
+pub fn nonce() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "n{:010}{:012}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+pub fn key(seed: u8) -> SigningKey {
+    SigningKey::from_bytes(&[seed; 32])
+}
+
+/// `a/b/c` as labels; the empty text is the world.
+pub fn labels(path: &str) -> Vec<String> {
+    path.split('/')
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+        .collect()
+}
+
+fn hex_decode(hex: &str) -> Vec<u8> {
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+/// One request as a client builds it: an operation of the table with its
+/// parameters and body. The content type is the row's unless a test
+/// replaces it to provoke the service's check of it.
+#[derive(Clone)]
+pub struct Req {
+    request: Request,
+    pub content_type: Option<&'static str>,
+}
+
+impl Req {
+    /// A request of `op`, which the table lists.
+    pub fn new(op: &str) -> Req {
+        let request = Request::new(op).unwrap();
+        Req {
+            content_type: request.operation().body.content_type(),
+            request,
+        }
+    }
+
+    /// A request of `op` by its query parameters alone.
+    pub fn read(op: &str) -> Req {
+        Req::new(op)
+    }
+
+    /// A request of `op` whose body is `body`.
+    pub fn json(op: &str, body: &Value) -> Req {
+        Req::raw(op, body.to_string())
+    }
+
+    /// A request of `op` whose body is exactly `body`.
+    pub fn raw(op: &str, body: impl Into<Vec<u8>>) -> Req {
+        let mut req = Req::new(op);
+        req.request = req.request.body(body);
+        req
+    }
+
+    /// Sends it with `content_type` instead of the row's.
+    pub fn with_content_type(mut self, content_type: Option<&'static str>) -> Req {
+        self.content_type = content_type;
+        self
+    }
+
+    /// Adds the labels of `path` (`a/b/c`).
+    pub fn path(mut self, path: &str) -> Req {
+        self.request = self.request.path(labels(path));
+        self
+    }
+
+    pub fn string(mut self, name: &str, value: &str) -> Req {
+        self.request = self.request.string(name, value);
+        self
+    }
+
+    pub fn int(mut self, name: &str, value: i64) -> Req {
+        self.request = self.request.int(name, value);
+        self
+    }
+
+    pub fn op(&self) -> &'static str {
+        self.request.operation().name
+    }
+
+    /// The request as sent; the table admits every request a test builds.
+    pub fn built(&self) -> Built {
+        let mut built = self.request.build().unwrap();
+        built.content_type = self.content_type;
+        built
+    }
+
+    pub fn body(&self) -> Vec<u8> {
+        self.built().body
+    }
+
+    /// The query string, with its `?`, or empty.
+    pub fn query(&self) -> String {
+        self.built().query().to_string()
+    }
+}
+
+/// A key and the grants it carries.
+#[derive(Clone)]
+pub struct Holder {
+    pub key: SigningKey,
+    pub grants: Vec<Grant>,
+}
+
+impl Holder {
+    pub fn principal(&self) -> String {
+        Principal::of(&self.key).to_string()
+    }
+}
+
+/// The coordination service of one `labd`, and its root key.
+pub struct Coord {
+    pub client: Client,
+    pub audience: String,
+    pub root: SigningKey,
+}
+
+impl Coord {
+    pub fn new(labd: &Labd) -> Coord {
+        let client = labd.coord();
+        let text = std::fs::read_to_string(labd.data_dir.join("state/coord/root.key")).unwrap();
+        let hex = text.trim().strip_prefix("ed25519-secret:").unwrap();
+        let seed: [u8; 32] = hex_decode(hex).try_into().unwrap();
+        Coord {
+            audience: format!("http://{}", client.address),
+            client,
+            root: SigningKey::from_bytes(&seed),
+        }
+    }
+
+    /// A root-issued grant.
+    pub fn grant(&self, to: &SigningKey, kind: GrantKind, path: &str, valid_until: u64) -> Grant {
+        issue_grant(
+            &self.root,
+            WORLD,
+            GrantFields {
+                principal: Principal::of(to),
+                kind,
+                path: labels(path),
+                valid_until,
+            },
+            None,
+        )
+        .unwrap()
+    }
+
+    /// A key holding root-issued grants of `kinds` on `path` for a day.
+    pub fn holder(&self, seed: u8, kinds: &[GrantKind], path: &str) -> Holder {
+        let key = key(seed);
+        let grants = kinds
+            .iter()
+            .map(|k| self.grant(&key, *k, path, now() + DAY))
+            .collect();
+        Holder { key, grants }
+    }
+
+    /// The root with read, publish and provision on the whole world.
+    pub fn admin(&self) -> Holder {
+        let kinds = [GrantKind::Read, GrantKind::Publish, GrantKind::Provision];
+        let grants = kinds
+            .iter()
+            .map(|k| self.grant(&self.root, *k, "", now() + DAY))
+            .collect();
+        Holder {
+            key: self.root.clone(),
+            grants,
+        }
+    }
+
+    /// The `Svc-Auth` value of `req` signed by `who`.
+    pub fn header(&self, who: &Holder, req: &Req, timestamp: u64, nonce: &str) -> String {
+        req.built()
+            .carriage(
+                &who.key,
+                who.grants.clone(),
+                nonce,
+                timestamp,
+                &self.audience,
+            )
+            .unwrap()
+            .to_header()
+    }
+
+    /// Sends `req` with `header` as its `Svc-Auth`, or none.
+    pub fn send_with_header(&self, req: &Req, header: Option<&str>) -> Response {
+        let built = req.built();
+        let mut head = format!("{} {} HTTP/1.1", built.method(), built.target);
+        if let Some(ct) = built.content_type {
+            head.push_str(&format!("\ncontent-type: {ct}"));
+        }
+        if let Some(h) = header {
+            head.push_str(&format!("\nsvc-auth: {h}"));
+        }
+        let body = (built.method() != "GET").then_some(built.body.as_slice());
+        self.client.send(&head, body)
+    }
+
+    /// Sends `req` signed by `who` now.
+    pub fn send(&self, who: &Holder, req: &Req) -> Response {
+        let header = self.header(who, req, now(), &nonce());
+        self.send_with_header(req, Some(&header))
+    }
+
+    /// Sends `req` signed by `who`; the answer must be `status` JSON.
+    pub fn ok(&self, who: &Holder, req: &Req, status: u16) -> Value {
+        let response = self.send(who, req);
+        assert_eq!(
+            response.status,
+            status,
+            "{} {}",
+            req.op(),
+            String::from_utf8_lossy(&response.body)
+        );
+        response.json()
+    }
+}
+
+/// A `labd` and its coordination service.
+pub fn start(name: &str) -> (Labd, Coord) {
+    let labd = Labd::start(name, &[]);
+    let coord = Coord::new(&labd);
+    (labd, coord)
+}
