@@ -3,84 +3,11 @@
 //! within the host's memory budget (503 `unavailable` with `Retry-After`
 //! past it, never a 500).
 
-#[path = "support/mod.rs"]
 mod support;
 
-use lab_coord_auth::{
-    issue_grant, sign_request, Carriage, Grant, GrantFields, GrantKind, Params, Principal,
-    SigningKey,
-};
 use serde_json::Value;
-use std::sync::atomic::{AtomicU64, Ordering};
-use support::{Labd, Response};
-
-/// The root key of a labd's data directory, holding grants on the world.
-struct Root {
-    key: SigningKey,
-    grants: Vec<Grant>,
-    audience: String,
-}
-
-fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-}
-
-impl Root {
-    fn of(labd: &Labd) -> Root {
-        let text = std::fs::read_to_string(labd.data_dir.join("state/coord/root.key")).unwrap();
-        let hex = text.trim().strip_prefix("ed25519-secret:").unwrap();
-        let seed: Vec<u8> = (0..hex.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
-            .collect();
-        let key = SigningKey::from_bytes(&seed.try_into().unwrap());
-        let grants = [GrantKind::Read, GrantKind::Publish, GrantKind::Provision]
-            .into_iter()
-            .map(|kind| {
-                let fields = GrantFields {
-                    principal: Principal::of(&key),
-                    kind,
-                    path: Vec::new(),
-                    valid_until: now() + 3_600,
-                };
-                issue_grant(&key, "lab", fields, None).unwrap()
-            })
-            .collect();
-        Root {
-            key,
-            grants,
-            audience: format!("http://{}", labd.coord().address),
-        }
-    }
-
-    /// A signed POST of `body` to `route` as operation `op`.
-    fn post(&self, labd: &Labd, op: &str, route: &str, body: &[u8]) -> Response {
-        static NONCE: AtomicU64 = AtomicU64::new(0);
-        let nonce = format!(
-            "large{:010}{:012}",
-            std::process::id(),
-            NONCE.fetch_add(1, Ordering::Relaxed)
-        );
-        let proof = sign_request(
-            &self.key,
-            op,
-            &Params::new(),
-            body,
-            &nonce,
-            now(),
-            &self.audience,
-        )
-        .unwrap();
-        let header = Carriage::new(proof, self.grants.clone()).to_header();
-        let head = format!(
-            "POST /v1/{route} HTTP/1.1\ncontent-type: application/json\nsvc-auth: {header}"
-        );
-        labd.coord().send(&head, Some(body))
-    }
-}
+use support::coord::{Coord, Holder, Req};
+use support::Labd;
 
 /// A publish body whose record is an array of `1`s, `record_len` bytes of
 /// JSON already in canonical form; returns (body, record).
@@ -100,10 +27,14 @@ fn publish_body(operation_id: &str, leaf: &str, record_len: usize) -> (Vec<u8>, 
     (body, record)
 }
 
-fn create_project(labd: &Labd, root: &Root) {
+/// The coordination service of `labd`, its root holding grants on the
+/// world, and the project `alpha`.
+fn alpha(labd: &Labd) -> (Coord, Holder) {
+    let coord = Coord::new(labd);
+    let admin = coord.admin();
     let body = br#"{"operation_id":"project-alpha","label":"alpha"}"#;
-    let response = root.post(labd, "create_project", "projects", body);
-    assert_eq!(response.status, 201, "{}", String::from_utf8_lossy(&response.body));
+    coord.ok(&admin, &Req::raw("create_project", body.to_vec()), 201);
+    (coord, admin)
 }
 
 /// A record of 60 MiB, an array of thirty million values, is admitted and
@@ -111,22 +42,19 @@ fn create_project(labd: &Labd, root: &Root) {
 #[test]
 fn a_publish_of_a_60_mib_record_succeeds() {
     let labd = Labd::start("coord-large", &[]);
-    let root = Root::of(&labd);
-    create_project(&labd, &root);
+    let (coord, admin) = alpha(&labd);
     let (body, record) = publish_body("big-1", "big", 60 << 20);
     assert!(body.len() < 64 << 20);
-    let response = root.post(&labd, "publish", "publish", &body);
-    assert_eq!(response.status, 201, "{}", String::from_utf8_lossy(&response.body));
-    let answer: Value = response.json();
+    let publish = Req::raw("publish", body);
+    let answer: Value = coord.ok(&admin, &publish, 201);
     // The record is canonical already, so its hash is its own digest.
     let hash = answer["record"]["hash"].as_str().unwrap().to_string();
     assert_eq!(hash, support::name_of(&record));
     let stat = labd.bytes().stat(&[&hash]);
     assert_eq!(stat[&hash], record.len() as u64);
     // A replay with a fresh proof finds the same admission.
-    let replay = root.post(&labd, "publish", "publish", &body);
-    assert_eq!(replay.status, 200, "{}", String::from_utf8_lossy(&replay.body));
-    assert_eq!(replay.json()["record"], answer["record"]);
+    let replay = coord.ok(&admin, &publish, 200);
+    assert_eq!(replay["record"], answer["record"]);
 }
 
 fn peak_rss_kib(pid: u32) -> u64 {
@@ -151,19 +79,19 @@ fn concurrent_64_mib_bodies_stay_within_the_memory_budget() {
     const CLIENTS: usize = 8;
     let budget = BUDGET_MIB.to_string();
     let labd = Labd::start("coord-large-many", &["--memory-budget-mib", &budget]);
-    let root = Root::of(&labd);
-    create_project(&labd, &root);
+    let (coord, admin) = alpha(&labd);
     let pid = labd.child.id();
     let before = peak_rss_kib(pid);
     let outcomes: Vec<(u32, u32)> = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..CLIENTS)
             .map(|i| {
-                let (labd, root) = (&labd, &root);
+                let (coord, admin) = (&coord, &admin);
                 scope.spawn(move || {
                     let (body, _) = publish_body(&format!("many-{i}"), &format!("m{i}"), 63 << 20);
+                    let publish = Req::raw("publish", body);
                     let mut refused = 0;
                     for _ in 0..60 {
-                        let response = root.post(labd, "publish", "publish", &body);
+                        let response = coord.send(admin, &publish);
                         match response.status {
                             201 => return (1, refused),
                             503 => {

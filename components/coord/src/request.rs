@@ -516,13 +516,30 @@ mod tests {
         let r = publish(unknown).unwrap_err();
         assert_eq!(r.details().unwrap()["field"], "extra");
         for (body, field) in [
-            (&br#"{"operation_id":"op-1","path":[],"profile":"lab/f/1"}"#[..], "record"),
-            (br#"{"operation_id":"op-1","path":[],"profile":"lab/f/1","record":null}"#, "record"),
-            (br#"{"operation_id":"op-1","path":[],"profile":"lab/f/1","record":{"a":1,"a":2}}"#, "record.a"),
-            (br#"{"operation_id":"op-1","record":1,"record":2}"#, "record"),
+            (
+                &br#"{"operation_id":"op-1","path":[],"profile":"lab/f/1"}"#[..],
+                "record",
+            ),
+            (
+                br#"{"operation_id":"op-1","path":[],"profile":"lab/f/1","record":null}"#,
+                "record",
+            ),
+            (
+                br#"{"operation_id":"op-1","path":[],"profile":"lab/f/1","record":{"a":1,"a":2}}"#,
+                "record.a",
+            ),
+            (
+                br#"{"operation_id":"op-1","record":1,"record":2}"#,
+                "record",
+            ),
         ] {
             let r = publish(body).unwrap_err();
-            assert_eq!(r.details().unwrap()["field"], field, "{}", String::from_utf8_lossy(body));
+            assert_eq!(
+                r.details().unwrap()["field"],
+                field,
+                "{}",
+                String::from_utf8_lossy(body)
+            );
         }
         assert!(publish(b"[1]").is_err());
         assert!(publish(b"{} x").is_err());

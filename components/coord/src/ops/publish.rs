@@ -87,7 +87,9 @@ pub fn request_digest(
     };
     let prefix = canonical
         .strip_suffix(b"\"record\":null}}".as_slice())
-        .ok_or_else(|| Refusal::Internal("the normalized request does not end with its record".into()))?;
+        .ok_or_else(|| {
+            Refusal::Internal("the normalized request does not end with its record".into())
+        })?;
     let mut hasher = Sha256::new();
     hasher.update(prefix);
     hasher.update(b"\"record\":");
@@ -451,12 +453,15 @@ mod tests {
             request_id(&publisher, "op-1", &leaf()),
             "req_a387fd0239c16ed6c52de527a74b71db550ceecd9a0057f4794677e0ecefed47"
         );
-        let spliced =
-            request_digest("publish", &leaf(), &normalized(Value::Null), Some(b"{\"x\":1}"))
-                .unwrap();
+        let spliced = request_digest(
+            "publish",
+            &leaf(),
+            &normalized(Value::Null),
+            Some(b"{\"x\":1}"),
+        )
+        .unwrap();
         let tree = request_digest("publish", &leaf(), &normalized(json!({"x": 1})), None).unwrap();
-        let documented =
-            "sha256:f6112f60aca832892aa4bb2fd18b2205cdd70670a2d7216572d42f3c295e61ea";
+        let documented = "sha256:f6112f60aca832892aa4bb2fd18b2205cdd70670a2d7216572d42f3c295e61ea";
         assert_eq!(spliced.to_string(), documented);
         assert_eq!(tree.to_string(), documented);
     }
