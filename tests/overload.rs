@@ -156,8 +156,9 @@ fn a_flood_of_slow_clients_leaves_every_service_live_and_ends_by_itself() {
         flood.push(stream);
     }
 
-    // Every service stays live while the flood holds its connections.
-    let bound = Duration::from_secs(2);
+    // Every service stays live while the flood holds its connections: a
+    // liveness bound, generous for an answer that takes milliseconds.
+    let bound = Duration::from_secs(1);
     for client in [labd.bytes(), labd.journal(), labd.coord()] {
         for _ in 0..3 {
             let started = Instant::now();
