@@ -57,15 +57,6 @@ fn a_publish_of_a_60_mib_record_succeeds() {
     assert_eq!(replay["record"], answer["record"]);
 }
 
-fn peak_rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let hwm = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .expect("VmHWM in /proc/PID/status");
-    hwm.trim().trim_end_matches("kB").trim().parse().unwrap()
-}
-
 /// Eight clients each publish a body of nearly 64 MiB at once. The memory
 /// instances may grow into is bounded by `--memory-budget-mib`: a request
 /// that cannot get its memory in time is 503 `unavailable` with
@@ -81,7 +72,8 @@ fn concurrent_64_mib_bodies_stay_within_the_memory_budget() {
     let labd = Labd::start("coord-large-many", &["--memory-budget-mib", &budget]);
     let (coord, admin) = alpha(&labd);
     let pid = labd.child.id();
-    let before = peak_rss_kib(pid);
+    support::reset_peak_rss(pid);
+    let before = support::peak_rss_kib(pid);
     let outcomes: Vec<(u32, u32)> = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..CLIENTS)
             .map(|i| {
@@ -118,7 +110,7 @@ fn concurrent_64_mib_bodies_stay_within_the_memory_budget() {
     });
     let admitted: u32 = outcomes.iter().map(|o| o.0).sum();
     let refused: u32 = outcomes.iter().map(|o| o.1).sum();
-    let grown_mib = (peak_rss_kib(pid).saturating_sub(before)) / 1024;
+    let grown_mib = (support::peak_rss_kib(pid).saturating_sub(before)) / 1024;
     eprintln!("admitted {admitted}, refused {refused} times, peak RSS grew {grown_mib} MiB");
     assert_eq!(admitted as usize, CLIENTS, "every client got its record in");
     // Instances grow by at most the budget beyond their resident base. What

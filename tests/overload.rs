@@ -225,19 +225,6 @@ fn past_the_connection_limit_a_connection_is_refused() {
 }
 
 /// Peak resident memory of `pid` since the last reset, and resets it.
-fn peak_rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let hwm = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .expect("VmHWM in /proc/PID/status");
-    hwm.trim().trim_end_matches("kB").trim().parse().unwrap()
-}
-
-fn reset_peak_rss(pid: u32) {
-    std::fs::write(format!("/proc/{pid}/clear_refs"), "5").unwrap();
-}
-
 #[test]
 fn instances_grow_within_the_memory_budget_or_are_refused() {
     const BUDGET_MIB: u64 = 64;
@@ -265,8 +252,8 @@ fn instances_grow_within_the_memory_budget_or_are_refused() {
     assert_eq!(bytes.post(&hold, None, b"x").body, b"1");
 
     let pid = labd.child.id();
-    reset_peak_rss(pid);
-    let baseline = peak_rss_kib(pid);
+    support::reset_peak_rss(pid);
+    let baseline = support::peak_rss_kib(pid);
     // Dropping `release` lets every request send its body.
     let (release, released) = std::sync::mpsc::channel::<()>();
     let released = std::sync::Mutex::new(released);
@@ -303,7 +290,7 @@ fn instances_grow_within_the_memory_budget_or_are_refused() {
         drop(release);
         workers.into_iter().map(|w| w.join().unwrap()).collect()
     });
-    let peak = peak_rss_kib(pid);
+    let peak = support::peak_rss_kib(pid);
     let refused = answers.iter().filter(|a| a.status == 503).count();
     for answer in &answers {
         match answer.status {

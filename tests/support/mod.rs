@@ -517,3 +517,18 @@ pub fn try_read_response(stream: &mut TcpStream) -> std::io::Result<Response> {
         body,
     })
 }
+
+/// The peak resident memory of process `pid` in KiB (`VmHWM`).
+pub fn peak_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let hwm = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .expect("VmHWM in /proc/PID/status");
+    hwm.trim().trim_end_matches("kB").trim().parse().unwrap()
+}
+
+/// Starts a new peak for [`peak_rss_kib`] from the current resident size.
+pub fn reset_peak_rss(pid: u32) {
+    std::fs::write(format!("/proc/{pid}/clear_refs"), "5").unwrap();
+}
