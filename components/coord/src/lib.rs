@@ -220,9 +220,11 @@ fn operation(
             Vec::new()
         }
     };
-    if !request::is_served(op) {
-        return Err(Refusal::NotImplemented(op.name));
-    }
+    // Decision 16: what this source does not serve says so before any proof.
+    let handler = match op.serve {
+        Serve::Query(handler) | Serve::Json { run: handler, .. } => handler,
+        Serve::NotImplemented => return Err(Refusal::NotImplemented(op.name)),
+    };
     let settings = Settings::load()?;
     let carriage = auth::carriage(lab_kit::header(request, "svc-auth").ok().flatten())?;
     let world = world::world(&settings)?;
@@ -243,10 +245,7 @@ fn operation(
     if op.body != BodyKind::Raw {
         call.authenticate()?;
     }
-    match op.serve {
-        Serve::Query(handler) | Serve::Json { run: handler, .. } => handler(&mut call),
-        Serve::NotImplemented => Err(Refusal::NotImplemented(op.name)),
-    }
+    handler(&mut call)
 }
 
 /// Whether the request has a body: a declared length, or bytes to read.

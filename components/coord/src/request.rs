@@ -122,12 +122,6 @@ decoded_from! {
     Assign(AssignRequest),
 }
 
-/// Whether this source serves `op` (decision 16: the others answer
-/// `not_implemented` before any proof is looked at).
-pub fn is_served(op: &Operation) -> bool {
-    !matches!(op.serve, Serve::NotImplemented)
-}
-
 /// The body's strict decoding alone, as `op`'s row does it.
 pub fn decode(op: &Operation, body: &[u8]) -> Result<Decoded, Refusal> {
     match op.serve {
