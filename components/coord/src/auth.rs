@@ -136,9 +136,7 @@ pub fn record_start() -> Result<(), String> {
 }
 
 fn started_at() -> Result<u64, Refusal> {
-    let stored = kv::begin_read()
-        .and_then(|txn| txn.get(BOOT.0, BOOT.1))
-        .map_err(|e| Refusal::Unavailable(format!("store: {e:?}")))?;
+    let stored = kv::begin_read().and_then(|txn| txn.get(BOOT.0, BOOT.1))?;
     let bytes: [u8; 8] = stored
         .and_then(|b| b.try_into().ok())
         .ok_or_else(|| Refusal::Unavailable("the service's start is not recorded".into()))?;
@@ -183,20 +181,16 @@ fn revoked(carriage: &Carriage) -> Result<Vec<bool>, Refusal> {
     if carriage.grants.is_empty() {
         return Ok(Vec::new());
     }
-    let txn = kv::begin_read().map_err(store_unavailable)?;
+    let txn = kv::begin_read()?;
     carriage
         .grants
         .iter()
         .map(|grant| {
             txn.get(REVOKED, grant.digest().as_bytes())
                 .map(|found| found.is_some())
-                .map_err(store_unavailable)
+                .map_err(Refusal::from)
         })
         .collect()
-}
-
-fn store_unavailable(error: kv::KvError) -> Refusal {
-    Refusal::Unavailable(format!("store: {error:?}"))
 }
 
 /// Whether the principal may read the whole world: request rule 10 tells
@@ -232,7 +226,7 @@ pub fn revoke(digests: &[String], record: &[u8]) -> Result<(), Refusal> {
         .collect();
     kv::begin_write()
         .and_then(|txn| txn.commit_with(&writes))
-        .map_err(store_unavailable)
+        .map_err(Refusal::from)
 }
 
 /// Binds `principal` to the worker at `worker` (its path), durably, unless
@@ -242,11 +236,8 @@ pub fn revoke(digests: &[String], record: &[u8]) -> Result<(), Refusal> {
 pub fn bind_worker_key(principal: &Principal, worker: &[String]) -> Result<bool, Refusal> {
     let path = serde_json::to_vec(worker)
         .map_err(|e| Refusal::Internal(format!("a worker path as JSON: {e}")))?;
-    let txn = kv::begin_write().map_err(store_unavailable)?;
-    match txn
-        .get(WORKER_KEYS, principal.as_bytes())
-        .map_err(store_unavailable)?
-    {
+    let txn = kv::begin_write()?;
+    match txn.get(WORKER_KEYS, principal.as_bytes())? {
         Some(bound) => {
             txn.abort();
             Ok(bound == path)
@@ -258,6 +249,6 @@ pub fn bind_worker_key(principal: &Principal, worker: &[String]) -> Result<bool,
                 value: path,
             }])
             .map(|()| true)
-            .map_err(store_unavailable),
+            .map_err(Refusal::from),
     }
 }

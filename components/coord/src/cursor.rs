@@ -23,18 +23,15 @@ pub const MAX_CURSOR_CHARS: usize = 4096;
 
 /// The service's cursor secret, created on first use.
 pub fn secret() -> Result<[u8; 32], Refusal> {
-    let fail = |e: kv::KvError| Refusal::Unavailable(format!("store: {e:?}"));
-    let stored = kv::begin_read()
-        .and_then(|t| t.get(TABLE, KEY))
-        .map_err(fail)?;
+    let stored = kv::begin_read().and_then(|t| t.get(TABLE, KEY))?;
     if let Some(bytes) = stored {
         return bytes
             .try_into()
             .map_err(|_| Refusal::Internal("the cursor secret is malformed".into()));
     }
-    let txn = kv::begin_write().map_err(fail)?;
-    if let Some(bytes) = txn.get(TABLE, KEY).map_err(fail)? {
-        txn.commit().map_err(fail)?;
+    let txn = kv::begin_write()?;
+    if let Some(bytes) = txn.get(TABLE, KEY)? {
+        txn.commit()?;
         return bytes
             .try_into()
             .map_err(|_| Refusal::Internal("the cursor secret is malformed".into()));
@@ -46,8 +43,7 @@ pub fn secret() -> Result<[u8; 32], Refusal> {
         table: TABLE.into(),
         key: KEY.to_vec(),
         value: fresh.to_vec(),
-    }])
-    .map_err(fail)?;
+    }])?;
     Ok(fresh)
 }
 

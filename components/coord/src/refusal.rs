@@ -66,6 +66,13 @@ pub enum Refusal {
     NotImplemented(&'static str),
 }
 
+/// The service's own store failing: it cannot answer now.
+impl From<lab_guest::lab::platform::kv::KvError> for Refusal {
+    fn from(error: lab_guest::lab::platform::kv::KvError) -> Self {
+        Refusal::Unavailable(format!("store: {error:?}"))
+    }
+}
+
 impl Refusal {
     pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
         Refusal::Invalid {

@@ -205,9 +205,7 @@ pub fn ensure_child(
 pub fn world(settings: &Settings) -> Result<World, Refusal> {
     let tools = config::get("tools").unwrap_or_else(|| "[]".into());
     let tools_digest = hex::encode(Sha256::digest(tools.as_bytes()));
-    let stored = kv::begin_read()
-        .and_then(|txn| txn.get(TABLE, LAYOUT_KEY))
-        .map_err(|e| Refusal::Unavailable(format!("store: {e:?}")))?;
+    let stored = kv::begin_read().and_then(|txn| txn.get(TABLE, LAYOUT_KEY))?;
     let stored = match stored {
         None => None,
         Some(bytes) => {
@@ -234,14 +232,13 @@ pub fn world(settings: &Settings) -> Result<World, Refusal> {
     };
     crate::tools::provision(&world, &releases)?;
     world.tools = tools_digest;
-    let txn = kv::begin_write().map_err(|e| Refusal::Unavailable(format!("store: {e:?}")))?;
+    let txn = kv::begin_write()?;
     let bytes = serde_json::to_vec(&world.to_json()).expect("JSON serializes");
     txn.commit_with(&[kv::TableWrite {
         table: TABLE.into(),
         key: LAYOUT_KEY.to_vec(),
         value: bytes,
-    }])
-    .map_err(|e| Refusal::Unavailable(format!("store: {e:?}")))?;
+    }])?;
     Ok(world)
 }
 

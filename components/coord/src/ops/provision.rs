@@ -420,13 +420,7 @@ fn covered_by_provisioner(
 /// required (`denied`); a readable space whose head is short of the
 /// position leaves the input `unresolved`.
 fn authorize_input(call: &Call<'_>, entry: &EntryRef) -> Result<(), Refusal> {
-    let space = journal::resolve_id(&entry.root_id, &entry.space_id)
-        .map_err(|e| e.into_refusal("journal"))?;
-    let Some((space, path)) = space.and_then(|s| call.world.world_path(&s).map(|p| (s, p))) else {
-        return Err(call.absent("an input does not resolve in this world"));
-    };
-    call.authorize(GrantKind::Read, &path)?;
-    let head = journal::head(&space).map_err(|e| e.into_refusal("journal"))?;
+    let (_, head) = super::read::readable_reference(call, &entry.root_id, &entry.space_id)?;
     if entry.position > head {
         return Err(Refusal::Unresolved {
             reference: entry.to_json(),

@@ -234,10 +234,7 @@ pub fn profile_descriptor(profile: &str) -> Vec<u8> {
 /// remembers which descriptors are retained); returns its hash.
 pub fn retain_descriptor(profile: &str) -> Result<Hash, Refusal> {
     const TABLE: &str = "descriptors";
-    let fail = |e: kv::KvError| Refusal::Unavailable(format!("store: {e:?}"));
-    let known = kv::begin_read()
-        .and_then(|txn| txn.get(TABLE, profile.as_bytes()))
-        .map_err(fail)?;
+    let known = kv::begin_read().and_then(|txn| txn.get(TABLE, profile.as_bytes()))?;
     let descriptor = profile_descriptor(profile);
     let hash = Hash::of(&descriptor);
     if known.is_some() {
@@ -249,15 +246,13 @@ pub fn retain_descriptor(profile: &str) -> Result<Hash, Refusal> {
             "the bytes service named a descriptor oddly".into(),
         ));
     }
-    kv::begin_write()
-        .and_then(|txn| {
-            txn.commit_with(&[kv::TableWrite {
-                table: TABLE.into(),
-                key: profile.as_bytes().to_vec(),
-                value: retained.name.into_bytes(),
-            }])
-        })
-        .map_err(fail)?;
+    kv::begin_write().and_then(|txn| {
+        txn.commit_with(&[kv::TableWrite {
+            table: TABLE.into(),
+            key: profile.as_bytes().to_vec(),
+            value: retained.name.into_bytes(),
+        }])
+    })?;
     Ok(hash)
 }
 

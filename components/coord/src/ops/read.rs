@@ -9,6 +9,7 @@ use crate::blobs;
 use crate::journal::{self, Space};
 use crate::refusal::Refusal;
 use crate::{Call, Reply};
+use lab_coord_auth::GrantKind;
 use serde_json::{json, Value};
 
 /// The space at an authorized path, or `not_found`.
@@ -112,14 +113,7 @@ pub fn get(call: &mut Call<'_>) -> Result<Reply, Refusal> {
         .unwrap_or_default()
         .to_string();
     let position = call.query.int("position").unwrap_or_default();
-    let space = journal::resolve_id(&root_id, &space_id)
-        .map_err(|e| e.into_refusal("journal"))?
-        .filter(|s| s.root_id == call.world.root_id);
-    let Some((space, path)) = space.and_then(|s| call.world.world_path(&s).map(|p| (s, p))) else {
-        return Err(call.absent("no such occurrence in this world"));
-    };
-    call.authorize(call.op.grant, &path)?;
-    let cutoff = journal::head(&space).map_err(|e| e.into_refusal("journal"))?;
+    let (space, cutoff) = readable_reference(call, &root_id, &space_id)?;
     if position > cutoff {
         return Err(Refusal::NotFound(
             "the position is beyond the journal's head".into(),
@@ -138,6 +132,24 @@ pub fn get(call: &mut Call<'_>) -> Result<Reply, Refusal> {
             "entry": entry_json(&call.world, &space, entry),
         }),
     ))
+}
+
+/// The space of an occurrence reference, resolved to where it lies and
+/// authorized there (request rule 10), with its journal's head: a space
+/// outside the world is `not_found` for a caller who may read the world and
+/// `denied` for every other; inside it, `read` on its path is required.
+pub(crate) fn readable_reference(
+    call: &Call<'_>,
+    root_id: &str,
+    space_id: &str,
+) -> Result<(Space, u64), Refusal> {
+    let space = journal::resolve_id(root_id, space_id).map_err(|e| e.into_refusal("journal"))?;
+    let Some((space, path)) = space.and_then(|s| call.world.world_path(&s).map(|p| (s, p))) else {
+        return Err(call.absent("no such space in this world"));
+    };
+    call.authorize(GrantKind::Read, &path)?;
+    let head = journal::head(&space).map_err(|e| e.into_refusal("journal"))?;
+    Ok((space, head))
 }
 
 /// An explicit manifest of the scope and its descendants, retained in the
