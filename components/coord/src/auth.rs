@@ -161,23 +161,23 @@ pub fn authenticate(
 }
 
 /// Step 5: a grant chain for `kind` on `path` (labels below the world)
-/// through no revoked grant.
+/// through none of the carriage's grants marked in `revoked` ([`revoked`]).
 pub fn authorize(
     settings: &Settings,
     carriage: &Carriage,
+    revoked: &[bool],
     principal: &Principal,
     kind: GrantKind,
     path: &[String],
 ) -> Result<Authorization, Refusal> {
-    let revoked = revoked(carriage)?;
     settings
         .verifier()
-        .authorize_unrevoked(carriage, principal, kind, path, now(), &revoked)
+        .authorize_unrevoked(carriage, principal, kind, path, now(), revoked)
         .map_err(refusal)
 }
 
 /// Which of the carriage's grants a retirement revoked, in its order.
-fn revoked(carriage: &Carriage) -> Result<Vec<bool>, Refusal> {
+pub fn revoked(carriage: &Carriage) -> Result<Vec<bool>, Refusal> {
     if carriage.grants.is_empty() {
         return Ok(Vec::new());
     }
@@ -191,26 +191,6 @@ fn revoked(carriage: &Carriage) -> Result<Vec<bool>, Refusal> {
                 .map_err(Refusal::from)
         })
         .collect()
-}
-
-/// Whether the principal may read the whole world: request rule 10 tells
-/// such a caller `not_found` where any other caller is `denied`.
-pub fn may_read_world(settings: &Settings, carriage: &Carriage, principal: &Principal) -> bool {
-    authorize(settings, carriage, principal, GrantKind::Read, &[]).is_ok()
-}
-
-/// `not_found` for a caller who may read the world, `denied` otherwise.
-pub fn absent(
-    settings: &Settings,
-    carriage: &Carriage,
-    principal: &Principal,
-    what: &str,
-) -> Refusal {
-    if may_read_world(settings, carriage, principal) {
-        Refusal::NotFound(what.to_string())
-    } else {
-        Refusal::Denied
-    }
 }
 
 /// Revokes grants by digest, durably (committed and synced before it

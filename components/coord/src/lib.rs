@@ -106,6 +106,9 @@ pub struct Call<'a> {
     pub world: World,
     pub carriage: Carriage,
     principal: Option<Principal>,
+    /// Which of the carriage's grants are revoked: looked up once a call,
+    /// however often it authorizes.
+    revoked: std::cell::OnceCell<Vec<bool>>,
 }
 
 impl Call<'_> {
@@ -147,15 +150,47 @@ impl Call<'_> {
         let principal = self
             .principal
             .ok_or_else(|| Refusal::Internal("authorization before authentication".into()))?;
-        auth::authorize(&self.settings, &self.carriage, &principal, kind, path)
+        self.authorize_as(&principal, kind, path)
+    }
+
+    /// Whether the carriage's grants would give the principal its proof
+    /// claims `kind` on `path`, before the proof is verified: it decides
+    /// only how much a request that could not succeed is given.
+    pub fn could_authorize(&self, kind: GrantKind, path: &[String]) -> bool {
+        let claimed = self.carriage.proof.principal;
+        self.authorize_as(&claimed, kind, path).is_ok()
+    }
+
+    fn authorize_as(
+        &self,
+        principal: &Principal,
+        kind: GrantKind,
+        path: &[String],
+    ) -> Result<Authorization, Refusal> {
+        let revoked = match self.revoked.get() {
+            Some(revoked) => revoked,
+            None => {
+                let looked_up = auth::revoked(&self.carriage)?;
+                self.revoked.get_or_init(|| looked_up)
+            }
+        };
+        auth::authorize(
+            &self.settings,
+            &self.carriage,
+            revoked,
+            principal,
+            kind,
+            path,
+        )
     }
 
     /// Request rule 10: `not_found` for a caller who may read the world,
     /// `denied` for every other caller.
     pub fn absent(&self, what: &str) -> Refusal {
-        match self.principal {
-            Some(principal) => auth::absent(&self.settings, &self.carriage, &principal, what),
-            None => Refusal::Denied,
+        if self.authorize(GrantKind::Read, &[]).is_ok() {
+            Refusal::NotFound(what.to_string())
+        } else {
+            Refusal::Denied
         }
     }
 }
@@ -238,6 +273,7 @@ fn operation(
         world,
         carriage,
         principal: None,
+        revoked: std::cell::OnceCell::new(),
     };
     // A failed proof is `unverified` and nothing is evaluated: the body is
     // decoded only once the proof over its digest holds. `retain` verifies

@@ -4,7 +4,7 @@ use crate::blobs::{self, StageError};
 use crate::facts::{self, Hash};
 use crate::journal;
 use crate::refusal::Refusal;
-use crate::{auth, Call, Reply, REPLY};
+use crate::{Call, Reply, REPLY};
 use base64::Engine as _;
 use lab_coord_auth::BodyDigest;
 use lab_guest::exports::lab::platform::handler::{BodyPart, VerifiedRelay};
@@ -24,16 +24,7 @@ pub fn retain(call: &mut Call<'_>) -> Result<Reply, Refusal> {
     let path = call.query.path.clone();
     let kind = Hash::parse(call.query.string("type").unwrap_or_default())
         .ok_or_else(|| Refusal::invalid("type", "`type` is a hash"))?;
-    let claimed = call.carriage.proof.principal;
-    let could_authorize = auth::authorize(
-        &call.settings,
-        &call.carriage,
-        &claimed,
-        call.op.grant,
-        &path,
-    )
-    .is_ok();
-    if !could_authorize {
+    if !call.could_authorize(call.op.grant, &path) {
         let digest = hash_body(call)?;
         call.authenticate_with(BodyDigest::from_sha256(digest))?;
         call.verify(&path)?;
