@@ -340,7 +340,8 @@ fn collect_refs(value: &Value, out: &mut BTreeSet<String>) {
 }
 
 /// Every refusal a row lists is a row of the refusal table, and the
-/// OpenAPI operation of each routed row answers exactly the statuses its
+/// OpenAPI operation of each routed row is described by the row's doc and
+/// answers exactly the statuses its
 /// refusals, the request rules (400 `invalid`, 401, 403, 405, 413 for a
 /// body over the bound, 500) and its successes give.
 #[test]
@@ -376,6 +377,15 @@ fn refusals_agree_with_the_refusal_table_and_openapi() {
         assert!(
             operation.is_object(),
             "{name}: no OpenAPI operation {http:?}"
+        );
+        assert_eq!(
+            str_of(operation, "description"),
+            format!(
+                "{} Grant kind: `{}`.",
+                str_of(&row, "doc"),
+                str_of(&row, "grant")
+            ),
+            "{name}: the OpenAPI description is the row's doc"
         );
         let listed: BTreeSet<u16> = operation["responses"]
             .as_object()
