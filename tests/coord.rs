@@ -637,6 +637,33 @@ fn projects_artifacts_and_content() {
     );
 }
 
+/// A body past the per-object limit (`--blob-cap`) is refused while it is
+/// staged, and leaves nothing behind.
+#[test]
+fn a_retain_over_the_per_object_limit_stages_nothing() {
+    let labd = Labd::start("coord-retain-cap", &["--blob-cap", "65536"]);
+    let coord = Coord::new(&labd);
+    let admin = coord.admin();
+    project(&coord, &admin, "alpha");
+    let descriptor = coord.retain_typed(&admin, "projects/alpha", b"{\"kind\":\"raw\"}", None);
+    let retain = |body: Vec<u8>| {
+        Req::raw("retain", body)
+            .path("projects/alpha")
+            .string("type", &descriptor)
+    };
+    let before = labd.committed_blobs();
+    let over = support::pseudo_random(65_537, 3);
+    coord
+        .send(&admin, &retain(over))
+        .assert_error(413, "limit_exceeded");
+    assert_eq!(labd.committed_blobs(), before);
+    support::eventually("no staging file is left", || labd.staging_files() == 0);
+    // At the limit it is retained.
+    let at = support::pseudo_random(65_536, 4);
+    let answer = coord.ok(&admin, &retain(at.clone()), 200);
+    assert_eq!(answer["bytes"], support::name_of(&at));
+}
+
 /// A retain is judged by the digest of its staged body before anything is
 /// named: whoever saw a carriage's grants cannot store bytes with a forged
 /// signature.
