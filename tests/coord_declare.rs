@@ -665,3 +665,23 @@ fn a_declare_grant_is_only_declare() {
         .assert_error(403, "denied");
     assert_eq!(coord.entries(&format!("{ALPHA}/declarations")).len(), 1);
 }
+
+/// Without the root's signing key no admission can be signed: every
+/// other check passes, and the answer is `unavailable`, appending nothing.
+#[test]
+fn without_the_roots_signing_key_declare_is_unavailable() {
+    let root = support::coord::key(77);
+    let principal = Principal::of(&root).to_string();
+    let labd = Labd::start("coord-declare-no-key", &["--coord-root-key", &principal]);
+    let client = labd.coord();
+    let coord = Coord {
+        audience: format!("http://{}", client.address),
+        client,
+        root,
+    };
+    coord.alpha();
+    let declarer = coord.holder(10, &[GrantKind::Declare, GrantKind::Read], "projects/alpha");
+    let response = coord.declare(&declarer, &declaration("d-1", ALPHA, license("MIT")));
+    response.assert_error(503, "unavailable");
+    assert!(coord.entries(&format!("{ALPHA}/declarations")).is_empty());
+}
