@@ -112,8 +112,8 @@ impl Statement {
         out
     }
 
-    /// Facts of the batch after the declaration: one `justifies` per
-    /// premise and one `relation` per relation.
+    /// The premises of every justification: each is one `justifies` fact
+    /// of the batch.
     pub fn premise_count(&self) -> usize {
         self.justifications.iter().map(|j| j.premises.len()).sum()
     }
