@@ -386,6 +386,12 @@ fn every_refusal_of_declare() {
     // Premises follow the same rule.
     send(json!({ "property": "p", "value": 1, "justifications": [{ "group": "g", "premises": [elsewhere], "method": "m" }] }))
         .assert_error(403, "denied");
+    // So do relation targets, before the relation rules.
+    send(json!({ "relations": [{ "kind": "challenges", "target": elsewhere }] }))
+        .assert_error(403, "denied");
+    let response = send(json!({ "relations": [{ "kind": "withdraws", "target": beyond }] }));
+    response.assert_error(409, "unresolved");
+    assert_eq!(response.json()["details"]["reference"], beyond);
 
     // Relations: a target that is not a declaration of this artifact.
     let response =
