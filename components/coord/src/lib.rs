@@ -13,6 +13,7 @@
 //! - [`request`]: the strict body decoders.
 //! - [`cursor`]: sealed export cursors.
 //! - [`ops`]: the operations.
+//! - [`views`]: view evaluation and the retained view index.
 //! - [`operational`]: `livez`, `healthz`, `describe`, `describe/{file}`.
 
 pub mod auth;
@@ -30,6 +31,7 @@ pub mod refusal;
 pub mod request;
 pub mod table;
 pub mod tools;
+pub mod views;
 pub mod world;
 
 use lab_coord_auth::{Authorization, BodyDigest, Carriage, GrantKind, Principal, RequestFacts};
