@@ -36,7 +36,7 @@ pub trait Blobs {
 }
 
 /// The claim key prefix of an item: `[bytes, subject, property]`.
-fn item_key(item: &Value) -> Value {
+pub fn item_key(item: &Value) -> Value {
     json!([item["artifact"]["bytes"], item["subject"], item["property"]])
 }
 
@@ -108,6 +108,14 @@ pub fn build(
         "assertions": assertions,
     });
     blobs.put(canonical_json(&root))
+}
+
+/// What a walk over the items does with each: `wants_more` is asked
+/// before a page is read, `visit` for each item, which ends the walk by
+/// answering false.
+pub trait Visitor {
+    fn wants_more(&self) -> bool;
+    fn visit(&mut self, ordinal: u64, item: &Value) -> bool;
 }
 
 /// An opened index: its root, read once, and the blobs it reads pages
@@ -195,22 +203,22 @@ impl<'b> Index<'b> {
             .is_some_and(|p| compare_prefix(&p["first_key"], prefix) == Ordering::Greater)
     }
 
-    /// Visits items from `from` in order, page by page, while `visit`
-    /// returns true. With `within`, stops before reading a page whose
-    /// claims all lie beyond that key prefix.
+    /// Visits items from `from` in order, page by page, while the visitor
+    /// wants more. With `within`, stops before reading a page whose claims
+    /// all lie beyond that key prefix.
     pub fn walk(
         &mut self,
         from: u64,
         within: Option<&[Value]>,
-        mut visit: impl FnMut(u64, &Value) -> bool,
+        visitor: &mut dyn Visitor,
     ) -> Result<(), Refusal> {
         let mut ordinal = from;
-        while ordinal < self.items() {
+        while ordinal < self.items() && visitor.wants_more() {
             let Some((first, items)) = self.page_of(ordinal)? else {
                 return Err(malformed());
             };
             for (i, item) in items.iter().enumerate().skip((ordinal - first) as usize) {
-                if !visit(first + i as u64, item) {
+                if !visitor.visit(first + i as u64, item) {
                     return Ok(());
                 }
             }
@@ -254,6 +262,18 @@ mod tests {
     use crate::views::evaluation::tests::claim;
     use crate::views::evaluation::{evaluate, Conflict, Rules};
     use std::collections::HashMap;
+
+    /// A closure as a visitor that always wants more.
+    struct Each<F>(F);
+
+    impl<F: FnMut(u64, &Value) -> bool> Visitor for Each<F> {
+        fn wants_more(&self) -> bool {
+            true
+        }
+        fn visit(&mut self, ordinal: u64, item: &Value) -> bool {
+            (self.0)(ordinal, item)
+        }
+    }
 
     /// Blobs in memory, counting reads.
     #[derive(Default)]
@@ -305,10 +325,14 @@ mod tests {
         let mut seen = Vec::new();
         let mut index = Index::open(&mut memory, &root).unwrap();
         index
-            .walk(0, None, |o, item| {
-                seen.push((o, item.clone()));
-                true
-            })
+            .walk(
+                0,
+                None,
+                &mut Each(|o, item: &Value| {
+                    seen.push((o, item.clone()));
+                    true
+                }),
+            )
             .unwrap();
         assert_eq!(seen.len(), 1000);
         assert!(seen
@@ -323,10 +347,14 @@ mod tests {
             let mut index = Index::open(&mut memory, &root).unwrap();
             let mut n = 0;
             index
-                .walk(from, None, |_, _| {
-                    n += 1;
-                    n < 64
-                })
+                .walk(
+                    from,
+                    None,
+                    &mut Each(|_, _: &Value| {
+                        n += 1;
+                        n < 64
+                    }),
+                )
                 .unwrap();
             assert_eq!(memory.reads, 2, "from {from}");
         }
@@ -354,16 +382,20 @@ mod tests {
             let start = index.range_start(&prefix);
             let mut found = Vec::new();
             index
-                .walk(start, Some(&prefix), |_, item| {
-                    match compare_prefix(&item_key(item), &prefix) {
-                        Ordering::Less => true,
-                        Ordering::Equal => {
-                            found.push(item.clone());
-                            true
-                        }
-                        Ordering::Greater => false,
-                    }
-                })
+                .walk(
+                    start,
+                    Some(&prefix),
+                    &mut Each(
+                        |_, item: &Value| match compare_prefix(&item_key(item), &prefix) {
+                            Ordering::Less => true,
+                            Ordering::Equal => {
+                                found.push(item.clone());
+                                true
+                            }
+                            Ordering::Greater => false,
+                        },
+                    ),
+                )
                 .unwrap();
             let wanted: Vec<Value> = items
                 .iter()
