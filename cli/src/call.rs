@@ -272,45 +272,12 @@ pub fn run_call(args: CallArgs, common: &Common) -> Result<(), Failure> {
         (BodyKind::Raw, Some(path)) => read_request_body(path)?,
     };
 
-    let endpoint = endpoint_of(common)?;
-    let audience = common
-        .audience
-        .clone()
-        .unwrap_or_else(|| endpoint.base.clone());
-    let key = keyfile::load(common.key_file()?)?;
-    let grants = grantfile::load_all(&common.grant_files())?;
-    if grants.len() > MAX_GRANTS {
-        return Err(Failure::Data(format!(
-            "the grant files hold {} distinct grants; a request carries at most {MAX_GRANTS}",
-            grants.len()
-        )));
-    }
-
-    let nonce =
-        random::nonce().map_err(|err| Failure::Io(format!("cannot read /dev/urandom: {err}")))?;
     let built = match op.body {
         BodyKind::None => request.build(),
         _ => request.body(body).build(),
     }
     .map_err(|err| Failure::Usage(ops::explain(op, err)))?;
-    let header = built
-        .carriage(&key, grants, &nonce, grant::now(), &audience)
-        .map_err(|err| Failure::Usage(format!("cannot sign the request: {err}")))?
-        .to_header();
-
-    let target = format!("{}{}", endpoint.prefix, built.target);
-    let mut headers = vec![(HEADER, header)];
-    if let Some(content_type) = built.content_type {
-        headers.push(("Content-Type", content_type.into()));
-    }
-    let request = Request {
-        method: built.method(),
-        target: &target,
-        host: &endpoint.authority,
-        headers,
-        body: &built.body,
-    };
-    let mut response = exchange(&endpoint, &request, common.timeout)?;
+    let mut response = send_built(common, built)?;
     match op.answer {
         Answer::Json => write_json(&json_answer(&mut response)?, args.out.as_deref()),
         Answer::Bytes => {
@@ -324,6 +291,57 @@ pub fn run_call(args: CallArgs, common: &Common) -> Result<(), Failure> {
             stream_body(&mut response, args.out.as_deref())
         }
     }
+}
+
+/// Signs `built` with the common key and grants and sends it.
+fn send_built(
+    common: &Common,
+    built: lab_coord_client::Built,
+) -> Result<Response<BufReader<TcpStream>>, Failure> {
+    let endpoint = endpoint_of(common)?;
+    let audience = common
+        .audience
+        .clone()
+        .unwrap_or_else(|| endpoint.base.clone());
+    let key = keyfile::load(common.key_file()?)?;
+    let grants = grantfile::load_all(&common.grant_files())?;
+    if grants.len() > MAX_GRANTS {
+        return Err(Failure::Data(format!(
+            "the grant files hold {} distinct grants; a request carries at most {MAX_GRANTS}",
+            grants.len()
+        )));
+    }
+    let nonce =
+        random::nonce().map_err(|err| Failure::Io(format!("cannot read /dev/urandom: {err}")))?;
+    let header = built
+        .carriage(&key, grants, &nonce, grant::now(), &audience)
+        .map_err(|err| Failure::Usage(format!("cannot sign the request: {err}")))?
+        .to_header();
+    let target = format!("{}{}", endpoint.prefix, built.target);
+    let mut headers = vec![(HEADER, header)];
+    if let Some(content_type) = built.content_type {
+        headers.push(("Content-Type", content_type.into()));
+    }
+    let request = Request {
+        method: built.method(),
+        target: &target,
+        host: &endpoint.authority,
+        headers,
+        body: &built.body,
+    };
+    exchange(&endpoint, &request, common.timeout)
+}
+
+/// Signs and sends one JSON operation `op` with `body`; its JSON answer.
+pub fn call_json(common: &Common, op: &str, body: &Value) -> Result<Value, Failure> {
+    let request =
+        CoordRequest::new(op).map_err(|_| Failure::Usage(format!("no operation {op:?}")))?;
+    let operation = request.operation();
+    let built = request
+        .body(serde_json::to_vec(body).expect("a JSON value serializes"))
+        .build()
+        .map_err(|err| Failure::Usage(ops::explain(operation, err)))?;
+    json_answer(&mut send_built(common, built)?)
 }
 
 /// Copies a bytes answer to `out` (or stdout). A body cut short is a

@@ -1203,3 +1203,76 @@ fn describe_and_health_carry_no_proof() {
         stderr(&out)
     );
 }
+
+#[test]
+fn query_follows_every_page_with_all() {
+    let s = setup("query-all", &["read"]);
+    let view = "rt_aa/spc_bb/3";
+    let item = |position: u64| {
+        json!({"kind": "record", "state": "record", "path": ["projects", "alpha"],
+               "selection": {"root_id": "rt_aa", "space_id": "spc_cc", "position": position},
+               "record": {"profile": "lab/finding/1", "hash": format!("sha256:{position:064}")}})
+    };
+    let coverage = |inspected: u64, complete: bool| json!({"selections": 2, "inspected": inspected, "matched": inspected, "withheld": 0, "complete": complete});
+    let first = json!({"view": {"root_id": "rt_aa", "space_id": "spc_bb", "position": 3},
+                       "outcome": "incomplete", "records": [item(1)], "coverage": coverage(1, false),
+                       "limits": ["limit"], "next_cursor": "next-page"});
+    let last = json!({"view": first["view"], "outcome": "answered", "records": [item(2)],
+                      "coverage": coverage(2, true), "limits": []});
+    let (address, server) = serve_once(json_answer("200 OK", &first));
+    let endpoint = format!("http://{address}");
+    // The first page alone, without --all: its cursor is printed.
+    let out = ok(labctl(&[
+        "query",
+        "--view",
+        view,
+        "--kind",
+        "record",
+        "--limit",
+        "1",
+        "--key",
+        p(&s.worker_key),
+        "--grants",
+        p(&s.grants),
+        "--endpoint",
+        &endpoint,
+    ]));
+    let received = server.join().unwrap();
+    assert_eq!(received.route(), "/v1/query");
+    let body: Value = serde_json::from_slice(&received.body).unwrap();
+    assert_eq!(
+        body,
+        json!({"view": first["view"], "filters": {"kind": "record"}, "limit": 1})
+    );
+    let printed = stdout(&out);
+    assert!(printed.contains("rt_aa/spc_cc/1"), "{printed}");
+    assert!(printed.contains("outcome incomplete"), "{printed}");
+    assert!(printed.contains("next cursor next-page"), "{printed}");
+    // Resumed from that cursor: the request carries it.
+    let (address, server) = serve_once(json_answer("200 OK", &last));
+    let endpoint = format!("http://{address}");
+    let out = ok(labctl(&[
+        "query",
+        "--view",
+        view,
+        "--cursor",
+        "next-page",
+        "--all",
+        "--key",
+        p(&s.worker_key),
+        "--grants",
+        p(&s.grants),
+        "--endpoint",
+        &endpoint,
+    ]));
+    let received = server.join().unwrap();
+    let body: Value = serde_json::from_slice(&received.body).unwrap();
+    assert_eq!(body["cursor"], "next-page");
+    let printed = stdout(&out);
+    assert!(printed.contains("rt_aa/spc_cc/2"), "{printed}");
+    assert!(
+        printed.contains("outcome answered: inspected 2 of 2"),
+        "{printed}"
+    );
+    assert!(!printed.contains("next cursor"), "{printed}");
+}
