@@ -1047,3 +1047,100 @@ fn views_of_declarations_by_a_principal_not_the_composer() {
     let answer = query(&coord, &worker, &view, json!({"subject": null}));
     assert_eq!(answer["outcome"], "none");
 }
+
+/// `count` record facts appended straight into the leaf `space` through
+/// the journal, 128 per batch: selectable records without a request each.
+fn bulk_records(labd: &Labd, space: &Value, publisher: &str, count: u64) {
+    use base64::Engine as _;
+    use lab_coord::facts::{Fact, Hash, RecordFact};
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let mut made = 0;
+    while made < count {
+        let batch: Vec<String> = (made..count.min(made + 128))
+            .map(|i| {
+                let fact = Fact::Record(RecordFact {
+                    profile: "lab/bulk/1".into(),
+                    hash: Hash::of(&i.to_be_bytes()),
+                    metadata: Default::default(),
+                    publisher: publisher.into(),
+                    request_id: format!("req_{:064x}", i),
+                    request_digest: Hash::of(b"bulk"),
+                    accepted_at: "2026-01-01T00:00:00.000000Z".into(),
+                });
+                b64.encode(fact.encode())
+            })
+            .collect();
+        made += batch.len() as u64;
+        let body = json!({
+            "space": { "root_id": space["root_id"], "space_id": space["space_id"] },
+            "facts": batch,
+            "operation_id": format!("bulk-{made}"),
+        });
+        let appended = labd.journal().post_json("/v1/append", &body.to_string());
+        assert_eq!(
+            appended.status,
+            201,
+            "{}",
+            String::from_utf8_lossy(&appended.body)
+        );
+    }
+}
+
+#[test]
+fn a_page_ends_where_its_inspection_budget_does() {
+    let (labd, coord) = start("views-inspection");
+    let admin = coord.admin();
+    project(&coord, &admin, "alpha");
+    let first = publish_record(
+        &coord,
+        &admin,
+        "b-0",
+        "projects/alpha/snapshots/bulk",
+        json!(0),
+    );
+    let leaf = coord.ok(
+        &admin,
+        &Req::read("resolve").path("projects/alpha/snapshots/bulk"),
+        200,
+    )["space"]
+        .clone();
+    bulk_records(&labd, &leaf, &admin.principal(), 4200);
+    let selections: Vec<Value> = (1..=4201u64)
+        .map(|position| json!({"root_id": first["entry"]["root_id"], "space_id": first["entry"]["space_id"], "position": position}))
+        .collect();
+    let view = compose(
+        &coord,
+        &admin,
+        &compose_body("bulk", "bulk", &selections, json!({})),
+    );
+    // Nothing is a declaration: the first page stops at the budget.
+    let body = json!({"view": view["entry"], "filters": {"kind": "declaration"}});
+    let page = coord.ok(&admin, &Req::json("query", &body), 200);
+    assert_eq!(page["records"], json!([]));
+    assert_eq!(page["limits"], json!(["inspection"]));
+    assert_eq!(page["outcome"], "incomplete");
+    assert_eq!(page["coverage"]["inspected"], 4096);
+    assert_eq!(page["coverage"]["complete"], false);
+    let mut body = body;
+    body["cursor"] = page["next_cursor"].clone();
+    let last = coord.ok(&admin, &Req::json("query", &body), 200);
+    assert_eq!(last["outcome"], "none");
+    assert_eq!(last["limits"], json!([]));
+    assert_eq!(
+        last["coverage"],
+        json!({"selections": 4201, "inspected": 4201, "matched": 0, "withheld": 0, "complete": true})
+    );
+    assert!(last.get("next_cursor").is_none());
+    // The records themselves page by 128 at most.
+    let page = coord.ok(
+        &admin,
+        &Req::json(
+            "query",
+            &json!({"view": view["entry"], "filters": {"kind": "record"}, "limit": 128}),
+        ),
+        200,
+    );
+    assert_eq!(page["records"].as_array().unwrap().len(), 128);
+    assert_eq!(page["records"][127]["record"]["profile"], "lab/bulk/1");
+    assert_eq!(page["limits"], json!(["limit"]));
+}

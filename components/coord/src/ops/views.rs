@@ -61,25 +61,60 @@ fn resolve(call: &Call<'_>, entry: &EntryRef) -> Result<(Space, Vec<String>, u64
     Ok((space, path, head))
 }
 
-/// The entry at a resolved position: its origin and its fact, if it is
-/// one of the profile's.
-fn occurrence(
-    space: &Space,
-    entry: &EntryRef,
-    head: u64,
-) -> Result<(String, Option<Fact>), Refusal> {
-    let page = journal::read(space, entry.position - 1, Some(head), 1, None)
-        .map_err(|e| e.into_refusal("journal"))?;
-    let found = page["entries"]
-        .get(0)
-        .filter(|e| e["ref"]["position"].as_u64() == Some(entry.position))
-        .ok_or_else(|| Refusal::Unavailable("the journal did not return the entry".into()))?;
-    let bytes = found["fact"]
-        .as_str()
-        .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
-        .ok_or_else(|| Refusal::Unavailable("the journal returned an unreadable entry".into()))?;
-    let origin = found["origin"].as_str().unwrap_or_default().to_string();
-    Ok((origin, facts::decode(&bytes).ok().flatten()))
+/// Reads entries of resolved positions, a journal page at a time: the page
+/// read for one position serves the positions after it in the same journal
+/// (selections are often listed in journal order). Only the last page is
+/// kept.
+#[derive(Default)]
+struct Entries {
+    /// (space ID, the page's entries by position).
+    page: Option<(String, Vec<Value>)>,
+}
+
+impl Entries {
+    /// The entry at `entry` (within `head`): its origin and its fact, if it
+    /// is one of the profile's.
+    fn read(
+        &mut self,
+        space: &Space,
+        entry: &EntryRef,
+        head: u64,
+        batch: u64,
+    ) -> Result<(String, Option<Fact>), Refusal> {
+        let cached = |page: &Option<(String, Vec<Value>)>| -> Option<Value> {
+            let (space_id, entries) = page.as_ref()?;
+            if *space_id != entry.space_id {
+                return None;
+            }
+            entries
+                .iter()
+                .find(|e| e["ref"]["position"].as_u64() == Some(entry.position))
+                .cloned()
+        };
+        let found = match cached(&self.page) {
+            Some(found) => found,
+            None => {
+                let mut page = journal::read(space, entry.position - 1, Some(head), batch, None)
+                    .map_err(|e| e.into_refusal("journal"))?;
+                let entries = match page["entries"].take() {
+                    Value::Array(entries) => entries,
+                    _ => Vec::new(),
+                };
+                self.page = Some((entry.space_id.clone(), entries));
+                cached(&self.page).ok_or_else(|| {
+                    Refusal::Unavailable("the journal did not return the entry".into())
+                })?
+            }
+        };
+        let bytes = found["fact"]
+            .as_str()
+            .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
+            .ok_or_else(|| {
+                Refusal::Unavailable("the journal returned an unreadable entry".into())
+            })?;
+        let origin = found["origin"].as_str().unwrap_or_default().to_string();
+        Ok((origin, facts::decode(&bytes).ok().flatten()))
+    }
 }
 
 fn not_selectable(entry: &EntryRef) -> Refusal {
@@ -149,9 +184,10 @@ fn read_selections(call: &Call<'_>, entries: &[EntryRef]) -> Result<Vec<Selectio
         }
     }
     let mut selections = Vec::with_capacity(entries.len());
+    let mut reader = Entries::default();
     for entry in entries {
         let (space, path, head) = &spaces[&(entry.root_id.clone(), entry.space_id.clone())];
-        let (origin, fact) = occurrence(space, entry, *head)?;
+        let (origin, fact) = reader.read(space, entry, *head, 128)?;
         let selected = match fact {
             Some(Fact::Declaration(fact)) => Selected::Declaration(declared(fact)?),
             Some(Fact::Record(record)) if origin == "append" => {
@@ -252,7 +288,7 @@ pub fn compose(call: &mut Call<'_>, request: ComposeRequest) -> Result<Reply, Re
 /// rule, then a `coord/view/1` record there (else `not_found`).
 fn open_view(call: &Call<'_>, view: &EntryRef) -> Result<String, Refusal> {
     let (space, _, head) = resolve(call, view)?;
-    let record = match occurrence(&space, view, head)? {
+    let record = match Entries::default().read(&space, view, head, 1)? {
         (origin, Some(Fact::Record(record)))
             if origin == "append" && record.profile == VIEW_PROFILE =>
         {
