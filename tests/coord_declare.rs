@@ -280,6 +280,20 @@ fn every_refusal_of_declare() {
     let response = coord.client.post_json("/v1/declarations", &big.to_string());
     response.assert_error(400, "invalid");
     assert!(response.json()["details"].is_null());
+    // A body of exactly 16 MiB is admitted, and its envelope served.
+    let mut exact = declaration("exact", ALPHA, json!({ "property": "p", "value": "" }));
+    let room = (16 << 20) - exact.to_string().len();
+    exact["statement"]["value"] = json!("x".repeat(room));
+    assert_eq!(exact.to_string().len(), 16 << 20);
+    let admitted = coord.ok(&declarer, &Req::json("declare", &exact), 201);
+    let envelope = Req::read("fetch")
+        .path(&decls)
+        .string("bytes", admitted["envelope"].as_str().unwrap());
+    let envelope = coord.send(&declarer, &envelope);
+    assert_eq!(envelope.status, 200);
+    let root = Principal::of(&coord.root);
+    let checks = lab_coord_client::verify_admission(&envelope.body, &root, &coord.audience);
+    assert!(checks.iter().all(|c| c.passed), "{checks:?}");
 
     // Authorization and the layout.
     let reader = coord.holder(11, &[GrantKind::Read], "");
@@ -436,14 +450,14 @@ fn every_refusal_of_declare() {
     assert_eq!(batch[3]["relation"]["kind"], "supersedes");
     assert_eq!(batch[4]["relation"]["kind"], "challenges");
 
-    // Nothing refused was appended: t-1, c-1 (and its relation), o-1,
-    // o-2 (and its four facts).
+    // Nothing refused was appended: exact, t-1, c-1 (and its relation),
+    // o-1, o-2 (and its four facts).
     let declared = entries
         .iter()
         .filter(|e| e["declaration"].is_object())
         .count();
-    assert_eq!(declared, 4);
-    assert_eq!(entries.len(), 1 + 2 + 1 + 5);
+    assert_eq!(declared, 5);
+    assert_eq!(entries.len(), 1 + 1 + 2 + 1 + 5);
 
     // A second content fact in the artifact space: the space violates the
     // fact profile, and no declaration is admitted.
@@ -664,4 +678,24 @@ fn a_declare_grant_is_only_declare() {
         .declare(&reader, &declaration("r-1", ALPHA, license("MIT")))
         .assert_error(403, "denied");
     assert_eq!(coord.entries(&format!("{ALPHA}/declarations")).len(), 1);
+}
+
+/// Without the root's signing key no admission can be signed: every
+/// other check passes, and the answer is `unavailable`, appending nothing.
+#[test]
+fn without_the_roots_signing_key_declare_is_unavailable() {
+    let root = support::coord::key(77);
+    let principal = Principal::of(&root).to_string();
+    let labd = Labd::start("coord-declare-no-key", &["--coord-root-key", &principal]);
+    let client = labd.coord();
+    let coord = Coord {
+        audience: format!("http://{}", client.address),
+        client,
+        root,
+    };
+    coord.alpha();
+    let declarer = coord.holder(10, &[GrantKind::Declare, GrantKind::Read], "projects/alpha");
+    let response = coord.declare(&declarer, &declaration("d-1", ALPHA, license("MIT")));
+    response.assert_error(503, "unavailable");
+    assert!(coord.entries(&format!("{ALPHA}/declarations")).is_empty());
 }

@@ -182,7 +182,7 @@ fn is_success(status: u16) -> bool {
 }
 
 /// Reads a JSON answer: a success is returned, anything else is a refusal.
-fn json_answer(response: &mut Response<BufReader<TcpStream>>) -> Result<Value, Failure> {
+pub fn json_answer(response: &mut Response<BufReader<TcpStream>>) -> Result<Value, Failure> {
     let body = read_body(response)?;
     if !is_success(response.status) {
         return Err(Failure::Refused(Refusal::from_answer(
@@ -208,7 +208,7 @@ fn write_json(value: &Value, out: Option<&Path>) -> Result<(), Failure> {
 }
 
 /// Reads the request body: a file, or stdin for `-`.
-fn read_request_body(path: &Path) -> Result<Vec<u8>, Failure> {
+pub fn read_request_body(path: &Path) -> Result<Vec<u8>, Failure> {
     if path == Path::new("-") {
         let mut body = Vec::new();
         io::stdin()
@@ -272,12 +272,7 @@ pub fn run_call(args: CallArgs, common: &Common) -> Result<(), Failure> {
         (BodyKind::Raw, Some(path)) => read_request_body(path)?,
     };
 
-    let built = match op.body {
-        BodyKind::None => request.build(),
-        _ => request.body(body).build(),
-    }
-    .map_err(|err| Failure::Usage(ops::explain(op, err)))?;
-    let mut response = send_built(common, built)?;
+    let mut response = signed_exchange(op, request, body, common)?;
     match op.answer {
         Answer::Json => write_json(&json_answer(&mut response)?, args.out.as_deref()),
         Answer::Bytes => {
@@ -293,10 +288,14 @@ pub fn run_call(args: CallArgs, common: &Common) -> Result<(), Failure> {
     }
 }
 
-/// Signs `built` with the common key and grants and sends it.
-fn send_built(
+/// Signs `request` (with `body` unless the operation takes none) with the
+/// common key and grants, sends it, and answers the response once its
+/// service is checked.
+pub fn signed_exchange(
+    op: &'static lab_coord_client::Operation,
+    request: CoordRequest,
+    body: Vec<u8>,
     common: &Common,
-    built: lab_coord_client::Built,
 ) -> Result<Response<BufReader<TcpStream>>, Failure> {
     let endpoint = endpoint_of(common)?;
     let audience = common
@@ -311,12 +310,19 @@ fn send_built(
             grants.len()
         )));
     }
+
     let nonce =
         random::nonce().map_err(|err| Failure::Io(format!("cannot read /dev/urandom: {err}")))?;
+    let built = match op.body {
+        BodyKind::None => request.build(),
+        _ => request.body(body).build(),
+    }
+    .map_err(|err| Failure::Usage(ops::explain(op, err)))?;
     let header = built
         .carriage(&key, grants, &nonce, grant::now(), &audience)
         .map_err(|err| Failure::Usage(format!("cannot sign the request: {err}")))?
         .to_header();
+
     let target = format!("{}{}", endpoint.prefix, built.target);
     let mut headers = vec![(HEADER, header)];
     if let Some(content_type) = built.content_type {
@@ -337,11 +343,8 @@ pub fn call_json(common: &Common, op: &str, body: &Value) -> Result<Value, Failu
     let request =
         CoordRequest::new(op).map_err(|_| Failure::Usage(format!("no operation {op:?}")))?;
     let operation = request.operation();
-    let built = request
-        .body(serde_json::to_vec(body).expect("a JSON value serializes"))
-        .build()
-        .map_err(|err| Failure::Usage(ops::explain(operation, err)))?;
-    json_answer(&mut send_built(common, built)?)
+    let body = serde_json::to_vec(body).expect("a JSON value serializes");
+    json_answer(&mut signed_exchange(operation, request, body, common)?)
 }
 
 /// Copies a bytes answer to `out` (or stdout). A body cut short is a

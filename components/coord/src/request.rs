@@ -56,8 +56,9 @@ pub struct DeclareRequest {
 #[derive(Debug, Clone)]
 pub struct Statement {
     pub subject: Option<String>,
-    /// With `value`: the claim. Both or neither.
-    pub claim: Option<(String, serde_json::Value)>,
+    /// The property and the RFC 8785 JSON of its value (never null): the
+    /// claim. Both or neither.
+    pub claim: Option<(String, Vec<u8>)>,
     pub evidence: Vec<EntryRef>,
     pub justifications: Vec<Justification>,
     pub relations: Vec<Relation>,
@@ -77,13 +78,11 @@ pub struct Relation {
 }
 
 impl Statement {
-    /// The normalized statement: every member, absent ones null or `[]`.
-    pub fn to_json(&self) -> serde_json::Value {
+    /// The RFC 8785 JSON of the normalized statement: every member, absent
+    /// ones null or `[]`. The value's canonical bytes are spliced in last
+    /// (`value` sorts last among the members), never parsed again.
+    pub fn canonical(&self) -> Vec<u8> {
         let refs = |refs: &[EntryRef]| refs.iter().map(EntryRef::to_json).collect::<Vec<_>>();
-        let (property, value) = match &self.claim {
-            Some((p, v)) => (serde_json::json!(p), v.clone()),
-            None => (serde_json::Value::Null, serde_json::Value::Null),
-        };
         let justifications: Vec<_> = self
             .justifications
             .iter()
@@ -94,18 +93,31 @@ impl Statement {
             .iter()
             .map(|r| serde_json::json!({ "kind": r.kind.name(), "target": r.target.to_json() }))
             .collect();
-        serde_json::json!({
+        let members = serde_json::json!({
             "subject": self.subject,
-            "property": property,
-            "value": value,
+            "property": self.claim.as_ref().map(|(p, _)| p),
+            "value": null,
             "evidence": refs(&self.evidence),
             "justifications": justifications,
             "relations": relations,
-        })
+        });
+        let canonical = lab_coord_auth::canonical_json(&members);
+        let Some((_, value)) = &self.claim else {
+            return canonical;
+        };
+        let prefix = canonical
+            .strip_suffix(b"\"value\":null}".as_slice())
+            .expect("`value` sorts last among a statement's members");
+        let mut out = Vec::with_capacity(prefix.len() + value.len() + 10);
+        out.extend_from_slice(prefix);
+        out.extend_from_slice(b"\"value\":");
+        out.extend_from_slice(value);
+        out.push(b'}');
+        out
     }
 
-    /// Facts of the batch after the declaration: one `justifies` per
-    /// premise and one `relation` per relation.
+    /// The premises of every justification: each is one `justifies` fact
+    /// of the batch.
     pub fn premise_count(&self) -> usize {
         self.justifications.iter().map(|j| j.premises.len()).sum()
     }
@@ -418,26 +430,7 @@ pub fn is_profile(profile: &str) -> bool {
 /// straight from its bytes; the other members, small, are decoded as a
 /// tree like every other body's.
 pub fn publish(body: &[u8]) -> Result<PublishRequest, Refusal> {
-    let mut record = None;
-    let mut others = vec![b'{'];
-    let is_object = lab_strict_json::object_members(body, &mut |name, span| {
-        if name == "record" {
-            record = Some(span);
-            return;
-        }
-        if others.len() > 1 {
-            others.push(b',');
-        }
-        others.extend(serde_json::to_vec(name).expect("a string serializes"));
-        others.push(b':');
-        others.extend_from_slice(&body[span]);
-    })
-    .map_err(strict_json_refusal)?;
-    if !is_object {
-        return Err(Refusal::invalid_request("the body is not a JSON object"));
-    }
-    others.push(b'}');
-    let mut body_members = object(&others)?;
+    let (mut body_members, record) = object_without(body, "record")?;
     let operation_id = operation_id(&mut body_members)?;
     let path = path(&mut body_members, "path")?;
     let profile = body_members.take_required_str("profile").map_err(shape)?;
@@ -881,14 +874,64 @@ fn entry_ref(item: Json, field: &str) -> Result<EntryRef, Refusal> {
     Ok(entry_refs(vec![item], field)?.remove(0))
 }
 
-/// The strict decoder of a `declare` body; it keeps the body's bytes.
+/// The members of the JSON object `body` other than `skip`, as a parsed
+/// object, and the span of `skip` when present: a large member (a record,
+/// a statement's value) is never a value tree.
+fn object_without(
+    body: &[u8],
+    skip: &str,
+) -> Result<(Object, Option<std::ops::Range<usize>>), Refusal> {
+    let mut skipped = None;
+    let mut others = vec![b'{'];
+    let is_object = lab_strict_json::object_members(body, &mut |name, span| {
+        if name == skip {
+            skipped = Some(span);
+            return;
+        }
+        if others.len() > 1 {
+            others.push(b',');
+        }
+        others.extend(serde_json::to_vec(name).expect("a string serializes"));
+        others.push(b':');
+        others.extend_from_slice(&body[span]);
+    })
+    .map_err(strict_json_refusal)?;
+    if !is_object {
+        return Err(Refusal::invalid_request("the body is not a JSON object"));
+    }
+    others.push(b'}');
+    Ok((object(&others)?, skipped))
+}
+
+/// The strict decoder of a `declare` body; it keeps the body's bytes. The
+/// statement's `value` is canonicalized straight from them.
 pub fn declare(body: &[u8]) -> Result<DeclareRequest, Refusal> {
-    let mut object = object(body)?;
+    let (mut object, statement) = object_without(body, "statement")?;
     let operation_id = operation_id(&mut object)?;
     let artifact = path(&mut object, "artifact")?;
-    let statement = object.take_required_object("statement").map_err(shape)?;
-    let statement = self::statement(statement)?;
     object.finish().map_err(shape)?;
+    let statement = match statement.map(|span| &body[span]) {
+        None | Some(b"null") => {
+            return Err(Refusal::invalid("statement", "`statement` is required"))
+        }
+        Some(text) if !text.starts_with(b"{") => {
+            return Err(Refusal::invalid("statement", "`statement` is an object"))
+        }
+        Some(text) => text,
+    };
+    let (members, value) = object_without(statement, "value")?;
+    let value = match value {
+        None => None,
+        Some(span) => Some(
+            lab_strict_json::canonicalize_with_max_depth(
+                &statement[span],
+                lab_strict_json::MAX_DEPTH - 2,
+            )
+            .map_err(strict_json_refusal)?,
+        )
+        .filter(|v| v != b"null"),
+    };
+    let statement = self::statement(members, value)?;
     Ok(DeclareRequest {
         operation_id,
         artifact,
@@ -897,7 +940,7 @@ pub fn declare(body: &[u8]) -> Result<DeclareRequest, Refusal> {
     })
 }
 
-fn statement(mut body: Object) -> Result<Statement, Refusal> {
+fn statement(mut body: Object, value: Option<Vec<u8>>) -> Result<Statement, Refusal> {
     const AT: &str = "statement";
     let within = |e: ShapeError| shape(e.within(AT));
     let subject = body.take_optional_str("subject").map_err(within)?;
@@ -914,11 +957,6 @@ fn statement(mut body: Object) -> Result<Statement, Refusal> {
             "a property is 1..256 characters, no control character",
         ));
     }
-    let value = body
-        .take_optional("value")
-        .map(|v| serde_json::to_value(&v))
-        .transpose()
-        .map_err(|_| Refusal::invalid("statement.value", "not representable"))?;
     let evidence = body.take_optional_array("evidence").map_err(within)?;
     let evidence = evidence.unwrap_or_default();
     if evidence.len() > MAX_EVIDENCE {
