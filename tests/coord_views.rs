@@ -386,6 +386,10 @@ fn compose_refusals() {
     let elsewhere = coord.holder(33, &[GrantKind::Publish, GrantKind::Read], "projects/beta");
     refused(&coord, &elsewhere, "compose", &ok, 403, "denied");
 
+    // A view of a project that does not exist.
+    let mut missing = ok.clone();
+    missing["path"] = json!(labels("projects/nope/views/v"));
+    refused(&coord, &admin, "compose", &missing, 404, "not_found");
     // Nothing refused left a view behind.
     let resolve = Req::read("resolve").path("projects/alpha/views/v");
     assert_eq!(coord.ok(&admin, &resolve, 200)["space"], Value::Null);
@@ -958,6 +962,10 @@ fn a_retry_after_kill_9_recovers_every_acknowledged_view() {
     assert!(
         acknowledged.iter().any(Option::is_some),
         "something was acknowledged"
+    );
+    assert!(
+        acknowledged.iter().any(Option::is_none),
+        "something was in flight"
     );
     let labd = Labd::start_in(data_dir, Vec::new());
     let coord = Coord::new(&labd);
