@@ -671,3 +671,126 @@ pub fn explain(call: &mut Call<'_>, request: ExplainRequest) -> Result<Reply, Re
         }),
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claim_item() -> Value {
+        json!({
+            "kind": "declaration", "state": "adopted", "publisher": "ed25519:p",
+            "artifact": {"bytes": "sha256:a", "type": "sha256:t"},
+            "subject": null, "property": "license", "value": "MIT",
+            "key": {"status": "agreed", "value": "MIT", "adopted_by": null},
+        })
+    }
+
+    #[test]
+    fn filters_match_exactly_and_claims_only_by_key() {
+        let claim = claim_item();
+        let mut relation = claim_item();
+        relation["key"] = Value::Null;
+        relation["property"] = Value::Null;
+        relation["state"] = json!("relation");
+        let record =
+            json!({"kind": "record", "state": "record", "record": {"publisher": "ed25519:p"}});
+        let f = |filters: Filters| {
+            [&claim, &relation, &record]
+                .iter()
+                .map(|i| matches(&filters, i))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(f(Filters::default()), [true, true, true]);
+        let artifact = Filters {
+            artifact: Some("sha256:a".into()),
+            ..Filters::default()
+        };
+        assert_eq!(f(artifact), [true, false, false]);
+        let no_subject = Filters {
+            subject: Some(None),
+            ..Filters::default()
+        };
+        assert_eq!(f(no_subject), [true, false, false]);
+        let subject = Filters {
+            subject: Some(Some("x#y".into())),
+            ..Filters::default()
+        };
+        assert_eq!(f(subject), [false, false, false]);
+        let publisher = Filters {
+            publisher: Some("ed25519:p".into()),
+            ..Filters::default()
+        };
+        assert_eq!(f(publisher), [true, true, true]);
+        let state = Filters {
+            state: Some("record".into()),
+            kind: Some("record".into()),
+            ..Filters::default()
+        };
+        assert_eq!(f(state), [false, false, true]);
+    }
+
+    #[test]
+    fn only_a_leading_artifact_narrows_the_scan() {
+        let p = |filters: Filters| prefix(&filters);
+        assert_eq!(p(Filters::default()), None);
+        let subject_alone = Filters {
+            subject: Some(None),
+            property: Some("license".into()),
+            ..Filters::default()
+        };
+        assert_eq!(p(subject_alone), None);
+        let artifact_and_property = Filters {
+            artifact: Some("sha256:a".into()),
+            property: Some("license".into()),
+            ..Filters::default()
+        };
+        assert_eq!(p(artifact_and_property), Some(vec![json!("sha256:a")]));
+        let all = Filters {
+            artifact: Some("sha256:a".into()),
+            subject: Some(None),
+            property: Some("license".into()),
+            ..Filters::default()
+        };
+        assert_eq!(
+            p(all),
+            Some(vec![json!("sha256:a"), Value::Null, json!("license")])
+        );
+    }
+
+    #[test]
+    fn a_query_cursor_binds_the_view_and_the_filters() {
+        let view = EntryRef {
+            root_id: format!("rt_{}", "a".repeat(32)),
+            space_id: format!("spc_{}", "b".repeat(32)),
+            position: 3,
+        };
+        let later = EntryRef {
+            position: 4,
+            ..view.clone()
+        };
+        let none = Filters::default();
+        let records = Filters {
+            kind: Some("record".into()),
+            ..Filters::default()
+        };
+        let scope = query_scope(&view, &none);
+        assert_ne!(scope, query_scope(&later, &none));
+        assert_ne!(scope, query_scope(&view, &records));
+        let key = [1u8; 32];
+        let state =
+            json!({"next": 7, "inspected": 7, "matched": 2, "withheld": 1, "disagreeing": true});
+        let sealed = cursor::seal_state(&key, cursor::QUERY, &scope, state);
+        let opened = cursor::open_state(&key, cursor::QUERY, &scope, &sealed).unwrap();
+        let (next, tally) = resume(&opened).unwrap();
+        assert_eq!(
+            (next, tally.matched, tally.withheld, tally.disagreeing),
+            (7, 2, 1, true)
+        );
+        for other in [query_scope(&later, &none), query_scope(&view, &records)] {
+            let refused = cursor::open_state(&key, cursor::QUERY, &other, &sealed).unwrap_err();
+            assert_eq!(refused.code(), "invalid_cursor");
+        }
+        let export = cursor::open_state(&key, cursor::EXPORT, &scope, &sealed).unwrap_err();
+        assert_eq!(export.code(), "invalid_cursor");
+    }
+}
