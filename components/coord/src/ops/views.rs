@@ -233,6 +233,7 @@ pub fn compose(call: &mut Call<'_>, request: ComposeRequest) -> Result<Reply, Re
     }
     let selections = read_selections(call, &request.selections)?;
     let evaluated = evaluation::evaluate(&selections, &request.rules);
+    // The items hold what the index needs; the selections as read go.
     drop(selections);
     let root = index::build(
         &mut Retained,
