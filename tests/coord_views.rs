@@ -1152,3 +1152,47 @@ fn a_page_ends_where_its_inspection_budget_does() {
     assert_eq!(page["records"][127]["record"]["profile"], "lab/bulk/1");
     assert_eq!(page["limits"], json!(["limit"]));
 }
+
+#[test]
+fn concurrent_identical_composes_admit_one_view() {
+    let (_labd, coord) = start("views-race");
+    let admin = coord.admin();
+    project(&coord, &admin, "alpha");
+    let record = publish_record(&coord, &admin, "r", "projects/alpha/snapshots/s", json!(1));
+    let req = Req::json(
+        "compose",
+        &compose_body("race", "race", &[record["entry"].clone()], json!({})),
+    );
+    let answers: Vec<Value> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..8)
+            .map(|_| scope.spawn(|| coord.send(&admin, &req)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                let r = h.join().unwrap();
+                assert!(
+                    r.status == 200 || r.status == 201,
+                    "{}",
+                    String::from_utf8_lossy(&r.body)
+                );
+                r.json()
+            })
+            .collect()
+    });
+    assert_eq!(
+        answers.iter().filter(|a| a["replayed"] == false).count(),
+        1,
+        "one admission: {answers:?}"
+    );
+    assert!(answers.iter().all(|a| a["record"] == answers[0]["record"]));
+    let entries = Req::read("entries").path("projects/alpha/views/race");
+    let page = coord.ok(&admin, &entries, 200);
+    let records = page["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e.get("record").is_some())
+        .count();
+    assert_eq!(records, 1);
+}
