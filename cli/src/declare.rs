@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 
 use crate::call::{json_answer, read_request_body, signed_exchange};
 use crate::failure::Failure;
+use crate::occurrence;
 use crate::Common;
 
 #[derive(Debug, Args)]
@@ -71,12 +72,7 @@ pub fn run_declare(args: DeclareArgs, common: &Common) -> Result<(), Failure> {
         },
         answer["assertion_id"].as_str().unwrap_or_default()
     );
-    println!(
-        "  declaration  {} {} {}",
-        entry["root_id"].as_str().unwrap_or_default(),
-        entry["space_id"].as_str().unwrap_or_default(),
-        entry["position"]
-    );
+    println!("  declaration  {}", occurrence::written(entry));
     println!(
         "  envelope     {}",
         answer["envelope"].as_str().unwrap_or_default()

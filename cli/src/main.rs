@@ -26,6 +26,7 @@ mod grant;
 mod grantfile;
 mod http;
 mod keyfile;
+mod occurrence;
 mod ops;
 mod output;
 mod random;

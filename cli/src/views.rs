@@ -9,33 +9,8 @@ use serde_json::{json, Map, Value};
 
 use crate::call::call_json;
 use crate::failure::Failure;
+use crate::occurrence::{self, written};
 use crate::Common;
-
-/// An occurrence from `ROOT_ID/SPACE_ID/POSITION`.
-fn occurrence(text: &str) -> Result<Value, String> {
-    let parts: Vec<&str> = text.split('/').collect();
-    let [root_id, space_id, position] = parts[..] else {
-        return Err(format!(
-            "{text:?}: an occurrence is ROOT_ID/SPACE_ID/POSITION"
-        ));
-    };
-    let position: u64 = position
-        .parse()
-        .map_err(|_| format!("{text:?}: the position is an integer"))?;
-    Ok(json!({ "root_id": root_id, "space_id": space_id, "position": position }))
-}
-
-/// `ROOT_ID/SPACE_ID/POSITION` of an occurrence in an answer.
-fn written(entry: &Value) -> String {
-    match (
-        entry["root_id"].as_str(),
-        entry["space_id"].as_str(),
-        entry["position"].as_u64(),
-    ) {
-        (Some(root), Some(space), Some(position)) => format!("{root}/{space}/{position}"),
-        _ => "-".into(),
-    }
-}
 
 fn text(value: &Value) -> String {
     match value {
@@ -58,7 +33,7 @@ pub struct ComposeArgs {
     pub name: String,
     /// A selected occurrence, ROOT_ID/SPACE_ID/POSITION; repeatable, in
     /// order.
-    #[arg(long = "select", value_name = "OCCURRENCE", value_parser = occurrence)]
+    #[arg(long = "select", value_name = "OCCURRENCE", value_parser = occurrence::parse)]
     pub selections: Vec<Value>,
     /// Prefer these publishers' claims, highest rank first (the
     /// `prefer_publishers` rule); repeatable.
@@ -116,7 +91,7 @@ pub fn run_compose(args: ComposeArgs, common: &Common) -> Result<(), Failure> {
 #[derive(Debug, Args)]
 pub struct QueryArgs {
     /// The view occurrence, ROOT_ID/SPACE_ID/POSITION.
-    #[arg(long, value_name = "OCCURRENCE", value_parser = occurrence)]
+    #[arg(long, value_name = "OCCURRENCE", value_parser = occurrence::parse)]
     pub view: Value,
     /// Only `declaration` or `record` items.
     #[arg(long, value_name = "KIND")]
@@ -254,7 +229,7 @@ pub fn run_query(args: QueryArgs, common: &Common) -> Result<(), Failure> {
 #[derive(Debug, Args)]
 pub struct ExplainArgs {
     /// The view occurrence, ROOT_ID/SPACE_ID/POSITION.
-    #[arg(long, value_name = "OCCURRENCE", value_parser = occurrence)]
+    #[arg(long, value_name = "OCCURRENCE", value_parser = occurrence::parse)]
     pub view: Value,
     /// The assertion ID to explain.
     #[arg(value_name = "ASSERTION")]
@@ -305,18 +280,6 @@ fn print_json(value: &Value) -> Result<(), Failure> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn occurrences_are_written_and_read_back() {
-        let entry = occurrence("rt_a/spc_b/7").unwrap();
-        assert_eq!(
-            entry,
-            json!({"root_id": "rt_a", "space_id": "spc_b", "position": 7})
-        );
-        assert_eq!(written(&entry), "rt_a/spc_b/7");
-        assert!(occurrence("rt_a/spc_b").is_err());
-        assert!(occurrence("rt_a/spc_b/x").is_err());
-    }
 
     #[test]
     fn items_print_on_one_line() {

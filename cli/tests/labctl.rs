@@ -1272,7 +1272,7 @@ fn declare_and_verify_an_admission() {
     );
     assert_eq!(
         stdout(&out),
-        "declared asr_9\n  declaration  rt_1 spc_2 3\n  envelope     sha256:e\n"
+        "declared asr_9\n  declaration  rt_1/spc_2/3\n  envelope     sha256:e\n"
     );
 
     // An envelope as the service would make it for that request, signed
