@@ -7,7 +7,7 @@ use lab_coord_auth::{
     issue_grant, issue_grant_unchecked, Grant, GrantFields, GrantKind, Principal,
 };
 use serde_json::{json, Value};
-use support::coord::{key, labels, nonce, now, start, Coord, Holder, Req, DAY, WORLD};
+use support::coord::{key, labels, nonce, now, start, try_send, Coord, Holder, Req, DAY, WORLD};
 use support::{Labd, Response};
 
 impl Coord {
@@ -31,23 +31,6 @@ impl Coord {
         assert_eq!(answer["type"], kind);
         answer["bytes"].as_str().unwrap().to_string()
     }
-}
-
-/// One signed request whose transport may fail (a server being killed).
-fn try_send(address: std::net::SocketAddr, req: &Req, header: &str) -> std::io::Result<Response> {
-    use std::io::Write;
-    let built = req.built();
-    let mut stream = std::net::TcpStream::connect(address)?;
-    stream.set_read_timeout(Some(std::time::Duration::from_secs(60)))?;
-    let head = format!(
-        "{} {} HTTP/1.1\r\nhost: test\r\nconnection: close\r\ncontent-type: application/json\r\nsvc-auth: {header}\r\ncontent-length: {}\r\n\r\n",
-        built.method(),
-        built.target,
-        built.body.len()
-    );
-    stream.write_all(head.as_bytes())?;
-    stream.write_all(&built.body)?;
-    support::try_read_response(&mut stream)
 }
 
 fn assert_service_headers(response: &Response) {
@@ -1086,7 +1069,6 @@ fn provisioning_workers_campaigns_and_assignments() {
 fn part_two_operations_are_not_implemented_yet() {
     let (_labd, coord) = start("coord-part-two");
     for (route, name) in [
-        ("declarations", "declare"),
         ("compose", "compose"),
         ("applications", "apply"),
         ("query", "query"),

@@ -182,7 +182,7 @@ fn is_success(status: u16) -> bool {
 }
 
 /// Reads a JSON answer: a success is returned, anything else is a refusal.
-fn json_answer(response: &mut Response<BufReader<TcpStream>>) -> Result<Value, Failure> {
+pub fn json_answer(response: &mut Response<BufReader<TcpStream>>) -> Result<Value, Failure> {
     let body = read_body(response)?;
     if !is_success(response.status) {
         return Err(Failure::Refused(Refusal::from_answer(
@@ -208,7 +208,7 @@ fn write_json(value: &Value, out: Option<&Path>) -> Result<(), Failure> {
 }
 
 /// Reads the request body: a file, or stdin for `-`.
-fn read_request_body(path: &Path) -> Result<Vec<u8>, Failure> {
+pub fn read_request_body(path: &Path) -> Result<Vec<u8>, Failure> {
     if path == Path::new("-") {
         let mut body = Vec::new();
         io::stdin()
@@ -272,6 +272,31 @@ pub fn run_call(args: CallArgs, common: &Common) -> Result<(), Failure> {
         (BodyKind::Raw, Some(path)) => read_request_body(path)?,
     };
 
+    let mut response = signed_exchange(op, request, body, common)?;
+    match op.answer {
+        Answer::Json => write_json(&json_answer(&mut response)?, args.out.as_deref()),
+        Answer::Bytes => {
+            if !is_success(response.status) {
+                let body = read_body(&mut response)?;
+                return Err(Failure::Refused(Refusal::from_answer(
+                    response.status,
+                    &body,
+                )));
+            }
+            stream_body(&mut response, args.out.as_deref())
+        }
+    }
+}
+
+/// Signs `request` (with `body` unless the operation takes none) with the
+/// common key and grants, sends it, and answers the response once its
+/// service is checked.
+pub fn signed_exchange(
+    op: &'static lab_coord_client::Operation,
+    request: CoordRequest,
+    body: Vec<u8>,
+    common: &Common,
+) -> Result<Response<BufReader<TcpStream>>, Failure> {
     let endpoint = endpoint_of(common)?;
     let audience = common
         .audience
@@ -310,20 +335,7 @@ pub fn run_call(args: CallArgs, common: &Common) -> Result<(), Failure> {
         headers,
         body: &built.body,
     };
-    let mut response = exchange(&endpoint, &request, common.timeout)?;
-    match op.answer {
-        Answer::Json => write_json(&json_answer(&mut response)?, args.out.as_deref()),
-        Answer::Bytes => {
-            if !is_success(response.status) {
-                let body = read_body(&mut response)?;
-                return Err(Failure::Refused(Refusal::from_answer(
-                    response.status,
-                    &body,
-                )));
-            }
-            stream_body(&mut response, args.out.as_deref())
-        }
-    }
+    exchange(&endpoint, &request, common.timeout)
 }
 
 /// Copies a bytes answer to `out` (or stdout). A body cut short is a

@@ -118,6 +118,9 @@ pub enum Failure {
     /// `health` found a failing check (the answer was 503): exit 8, like
     /// `unavailable`.
     Unhealthy(String),
+    /// `verify-admission` found a check that fails: exit 5, like
+    /// `unverified`.
+    Unverified(String),
     Refused(Refusal),
 }
 
@@ -132,6 +135,7 @@ impl Failure {
             Failure::CantCreate(_) => EXIT_CANT_CREATE,
             Failure::Io(_) => EXIT_IO,
             Failure::Unhealthy(_) => refusal_exit_code(Some("unavailable"), 503),
+            Failure::Unverified(_) => refusal_exit_code(Some("unverified"), 401),
             Failure::Refused(refusal) => refusal.exit_code(),
         }
     }
@@ -158,7 +162,8 @@ impl fmt::Display for Failure {
             | Failure::NoInput(text)
             | Failure::CantCreate(text)
             | Failure::Io(text)
-            | Failure::Unhealthy(text) => f.write_str(text),
+            | Failure::Unhealthy(text)
+            | Failure::Unverified(text) => f.write_str(text),
             Failure::Transport(text) => write!(f, "transport: {text}"),
             Failure::Protocol(text) => write!(f, "protocol error: {text}"),
             Failure::Refused(refusal) => {

@@ -8,6 +8,7 @@
 //! - [`ops`]: the Operation table; arguments to query string and signing
 //!   params.
 //! - [`call`]: `labctl call`, `describe` and `health` over HTTP.
+//! - [`declare`]: `labctl declare` and `labctl verify-admission`.
 //! - [`http`]: the blocking HTTP/1.1 client.
 //! - [`output`]: stdout, or files that appear only when complete.
 //! - [`failure`]: why a command fails, and its exit code.
@@ -18,6 +19,7 @@
 //! `docs/labctl.md`.
 
 mod call;
+mod declare;
 mod failure;
 mod grant;
 mod grantfile;
@@ -138,6 +140,12 @@ enum Command {
     Describe(call::DescribeArgs),
     /// Print the service's health (GET /healthz); exit 8 when a check fails.
     Health(call::HealthArgs),
+    /// Declare a statement about an artifact; print its assertion ID,
+    /// occurrence and envelope.
+    Declare(declare::DeclareArgs),
+    /// Check a fetched declaration envelope offline: the root's signature,
+    /// the frame digest, the proof and the publisher; exit 5 when one fails.
+    VerifyAdmission(declare::VerifyAdmissionArgs),
 }
 
 #[derive(Debug, Args)]
@@ -229,6 +237,8 @@ fn main() -> ExitCode {
         Command::Call(args) => call::run_call(args, common),
         Command::Describe(args) => call::run_describe(args, common),
         Command::Health(args) => call::run_health(args, common),
+        Command::Declare(args) => declare::run_declare(args, common),
+        Command::VerifyAdmission(args) => declare::run_verify_admission(args, common),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

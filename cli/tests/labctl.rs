@@ -1203,3 +1203,109 @@ fn describe_and_health_carry_no_proof() {
         stderr(&out)
     );
 }
+
+/// `labctl declare` sends `{operation_id, artifact, statement}` signed for
+/// `declare` and prints the answer readably; `labctl verify-admission`
+/// prints each check of an envelope and fails (exit 5) when one fails.
+#[test]
+fn declare_and_verify_an_admission() {
+    use base64::Engine as _;
+    let s = setup("declare", &["read", "declare"]);
+    let statement = json!({ "subject": "pkg#core", "property": "license", "value": "MIT" });
+    let statement_file = s.dir.join("statement.json");
+    std::fs::write(&statement_file, statement.to_string()).unwrap();
+    let declaration = json!({ "root_id": "rt_1", "space_id": "spc_2", "position": 3 });
+    let result = json!({ "declaration": declaration, "assertion_id": "asr_9", "envelope": "sha256:e", "replayed": false });
+    let (address, server) = serve_once(json_answer("201 Created", &result));
+    let endpoint = format!("http://{address}");
+    let artifact = ["projects", "alpha", "artifacts", "a1"];
+    let mut args = vec![
+        "declare",
+        "--operation-id",
+        "d-1",
+        "--statement",
+        p(&statement_file),
+    ];
+    for label in artifact {
+        args.extend(["--artifact", label]);
+    }
+    args.extend([
+        "--key",
+        p(&s.worker_key),
+        "--grants",
+        p(&s.grants),
+        "--endpoint",
+        &endpoint,
+    ]);
+    let out = ok(labctl(&args));
+    let received = server.join().unwrap();
+    assert_eq!(received.route(), "/v1/declarations");
+    let body: Value = serde_json::from_slice(&received.body).unwrap();
+    assert_eq!(
+        body,
+        json!({ "operation_id": "d-1", "artifact": artifact, "statement": statement })
+    );
+    let path: Vec<String> = artifact.map(String::from).to_vec();
+    verify(
+        &received,
+        "declare",
+        GrantKind::Declare,
+        &s.root,
+        &endpoint,
+        &path,
+    );
+    assert_eq!(
+        stdout(&out),
+        "declared asr_9\n  declaration  rt_1 spc_2 3\n  envelope     sha256:e\n"
+    );
+
+    // An envelope as the service would make it for that request, signed
+    // with the root key.
+    let root_text = std::fs::read_to_string(s.dir.join("root.key")).unwrap();
+    let seed: [u8; 32] = hex::decode(root_text.trim().strip_prefix("ed25519-secret:").unwrap())
+        .unwrap()
+        .try_into()
+        .unwrap();
+    let root_key = lab_coord_auth::SigningKey::from_bytes(&seed);
+    let header = received.header(HEADER).unwrap();
+    let carriage = Carriage::from_header(Some(header.as_bytes())).unwrap();
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let frame = json!({ "policy": "coord.declare.v1", "content": {}, "evidence": [],
+                        "grants": carriage.to_json()["grants"], "proof": carriage.proof.to_json() });
+    let frame_hash = lab_coord_auth::record::sha256_text(&lab_coord_auth::canonical_json(&frame));
+    let mut admission = json!({ "world": "lab", "root": s.root.to_string(), "frame": frame_hash,
+                                "policy": "coord.declare.v1", "auth": carriage.to_json(),
+                                "request_body": b64.encode(&received.body) });
+    let signature = lab_coord_auth::sign(
+        &root_key,
+        &lab_coord_auth::admission_signing_bytes(&admission),
+    );
+    admission["signature"] = json!(b64.encode(signature));
+    let envelope =
+        json!({ "publisher": s.worker.to_string(), "frame": frame, "admission": admission });
+    let envelope_file = s.dir.join("envelope.json");
+    std::fs::write(&envelope_file, envelope.to_string()).unwrap();
+    let verify_args = |file: &Path| {
+        labctl(&[
+            "verify-admission",
+            p(file),
+            "--root",
+            &s.root.to_string(),
+            "--endpoint",
+            &endpoint,
+        ])
+    };
+    let out = ok(verify_args(&envelope_file));
+    assert_eq!(
+        stdout(&out),
+        "ok    root signature\nok    frame digest\nok    proof\nok    publisher\n"
+    );
+    let mut tampered = envelope.clone();
+    tampered["frame"]["evidence"] = json!([declaration]);
+    std::fs::write(&envelope_file, tampered.to_string()).unwrap();
+    let out = verify_args(&envelope_file);
+    assert_eq!(code(&out), 5);
+    let printed = stdout(&out);
+    assert!(printed.contains("FAIL  frame digest"), "{printed}");
+    assert!(printed.contains("ok    root signature"), "{printed}");
+}

@@ -254,3 +254,24 @@ pub fn start(name: &str) -> (Labd, Coord) {
     let coord = Coord::new(&labd);
     (labd, coord)
 }
+
+/// One signed request whose transport may fail (a server being killed).
+pub fn try_send(
+    address: std::net::SocketAddr,
+    req: &Req,
+    header: &str,
+) -> std::io::Result<Response> {
+    use std::io::Write;
+    let built = req.built();
+    let mut stream = std::net::TcpStream::connect(address)?;
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(60)))?;
+    let head = format!(
+        "{} {} HTTP/1.1\r\nhost: test\r\nconnection: close\r\ncontent-type: application/json\r\nsvc-auth: {header}\r\ncontent-length: {}\r\n\r\n",
+        built.method(),
+        built.target,
+        built.body.len()
+    );
+    stream.write_all(head.as_bytes())?;
+    stream.write_all(&built.body)?;
+    super::try_read_response(&mut stream)
+}

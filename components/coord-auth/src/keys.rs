@@ -66,7 +66,7 @@ impl fmt::Display for Principal {
 }
 
 /// Signs `message` with `key`: the 64 signature bytes.
-pub(crate) fn sign(key: &SigningKey, message: &[u8]) -> [u8; 64] {
+pub fn sign(key: &SigningKey, message: &[u8]) -> [u8; 64] {
     key.sign(message).to_bytes()
 }
 

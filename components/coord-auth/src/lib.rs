@@ -37,9 +37,10 @@ pub use crate::grants::{
     grant_signing_bytes, issue_grant, issue_grant_unchecked, valid_grants, valid_grants_with,
     Grant, GrantFields, GrantKind, GRANT_PURPOSE, MAX_CHAIN_DEPTH,
 };
-pub use crate::keys::{check_strict, Principal, SignatureCheck, SignatureOutcome};
+pub use crate::keys::{check_strict, sign, Principal, SignatureCheck, SignatureOutcome};
 pub use crate::record::{
-    canonical_json, signing_record, BodyDigest, ParamValue, Params, RequestFacts,
+    admission_signing_bytes, canonical_json, signing_record, BodyDigest, ParamValue, Params,
+    RequestFacts,
 };
 pub use crate::verify::{
     sign_request, sign_request_facts, Authorization, MemoryReplayCache, ReplayCache, Verifier,

@@ -165,6 +165,20 @@ impl fmt::Display for BodyDigest {
     }
 }
 
+/// The bytes the world's root signs to admit a declaration: RFC 8785 JSON
+/// of `{"purpose": "coord.declaration-admission.v1", "admission": <the
+/// DeclarationAdmission without its `signature`>}`.
+pub fn admission_signing_bytes(admission: &Value) -> Vec<u8> {
+    let mut unsigned = admission.clone();
+    if let Some(object) = unsigned.as_object_mut() {
+        object.remove("signature");
+    }
+    canonical_json(&json!({
+        "purpose": "coord.declaration-admission.v1",
+        "admission": unsigned,
+    }))
+}
+
 /// What arrived with a request, apart from the proof: everything the
 /// verifier needs to rebuild the signing record.
 #[derive(Debug, Clone, Copy)]

@@ -135,7 +135,8 @@ pub fn check_requests(data: &[u8]) {
 /// What holds of one answer of [`request::decode`] for `op`:
 ///
 /// - `not_implemented` names `op`, and `op` answers it whatever the input;
-/// - any other refusal is `invalid` or `structural`;
+/// - any other refusal is `invalid` or `structural` (or, for `declare`,
+///   `invalid_record` or `limit_exceeded` of its statement);
 /// - a query operation decodes to [`Decoded::Query`], a JSON one to its
 ///   own request, whose operation ID, labels and cutoff are in grammar.
 pub fn check_decoded(op: &Operation, decoded: Result<Decoded, Refusal>) {
@@ -150,8 +151,12 @@ pub fn check_decoded(op: &Operation, decoded: Result<Decoded, Refusal>) {
                 }
                 _ => {
                     assert!(!unimplemented, "{}: {refusal:?}", op.name);
+                    // A statement's semantic faults and its bounds are
+                    // judged as it is decoded.
+                    let statement = op.name == "declare"
+                        && matches!(refusal.code(), "invalid_record" | "limit_exceeded");
                     assert!(
-                        matches!(refusal.code(), "invalid" | "structural"),
+                        statement || matches!(refusal.code(), "invalid" | "structural"),
                         "{}: {refusal:?}",
                         op.name
                     );
@@ -230,6 +235,16 @@ pub fn check_decoded(op: &Operation, decoded: Result<Decoded, Refusal>) {
             }
             cutoff(r.expected_cutoff);
             ("assign", &r.operation_id)
+        }
+        Decoded::Declare(r) => {
+            r.artifact.iter().for_each(|l| label(l));
+            let statement = &r.statement;
+            assert!(statement.claim.is_some() || !statement.relations.is_empty());
+            assert!(statement.evidence.len() <= request::MAX_EVIDENCE);
+            assert!(
+                statement.premise_count() + statement.relations.len() < request::MAX_BATCH_FACTS
+            );
+            ("declare", &r.operation_id)
         }
         // `Decoded::Query` is answered above; a request added since is
         // only checked for its operation.

@@ -12,6 +12,7 @@
 //! - [`backend`], [`journal`], [`blobs`]: the services underneath.
 //! - [`request`]: the strict body decoders.
 //! - [`cursor`]: sealed export cursors.
+//! - [`declarations`]: the declaration index of each declarations journal.
 //! - [`ops`]: the operations.
 //! - [`operational`]: `livez`, `healthz`, `describe`, `describe/{file}`.
 
@@ -19,6 +20,7 @@ pub mod auth;
 pub mod backend;
 pub mod blobs;
 pub mod cursor;
+pub mod declarations;
 pub mod facts;
 pub mod fuzzing;
 pub mod journal;
@@ -243,7 +245,14 @@ fn operation(
                     "content-type must be application/json",
                 ));
             }
-            read_json_body(body)?
+            let body = read_json_body(body)?;
+            // Request rule 2, with the body's size, like rule 1.
+            if op.name == "declare" && body.len() > request::MAX_DECLARE_BODY {
+                return Err(Refusal::invalid_request(
+                    "a declare body is at most 16 MiB (16,777,216 bytes)",
+                ));
+            }
+            body
         }
         BodyKind::Raw => {
             if content_type.is_some_and(|v| !lab_kit::is_media_type(v, "application/octet-stream"))

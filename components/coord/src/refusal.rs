@@ -43,6 +43,8 @@ pub enum Refusal {
     IdempotencyMismatch(String),
     InvalidRecord {
         field: String,
+        /// The body reference at fault, when one is.
+        reference: Option<Value>,
         message: String,
     },
     Unresolved {
@@ -92,6 +94,20 @@ impl Refusal {
     pub fn invalid_record(field: impl Into<String>, message: impl Into<String>) -> Self {
         Refusal::InvalidRecord {
             field: field.into(),
+            reference: None,
+            message: message.into(),
+        }
+    }
+
+    /// `invalid_record` naming the member and the reference at fault.
+    pub fn invalid_reference(
+        field: impl Into<String>,
+        reference: Value,
+        message: impl Into<String>,
+    ) -> Self {
+        Refusal::InvalidRecord {
+            field: field.into(),
+            reference: Some(reference),
             message: message.into(),
         }
     }
@@ -169,7 +185,16 @@ impl Refusal {
             Refusal::Invalid {
                 field: Some(field), ..
             }
-            | Refusal::InvalidRecord { field, .. } => Some(json!({ "field": field })),
+            | Refusal::InvalidRecord {
+                field,
+                reference: None,
+                ..
+            } => Some(json!({ "field": field })),
+            Refusal::InvalidRecord {
+                field,
+                reference: Some(reference),
+                ..
+            } => Some(json!({ "field": field, "reference": reference })),
             Refusal::Conflict { expected, actual } => {
                 Some(json!({ "expected_cutoff": expected, "actual_cutoff": actual }))
             }

@@ -29,6 +29,82 @@ pub enum Decoded {
     ProvisionWorker(ProvisionWorkerRequest),
     RetireWorker(RetireWorkerRequest),
     Assign(AssignRequest),
+    Declare(DeclareRequest),
+}
+
+/// Greatest original body of a `declare` request (request rule 2).
+pub const MAX_DECLARE_BODY: usize = 16 << 20;
+/// Greatest number of facts in one journal batch.
+pub const MAX_BATCH_FACTS: usize = 128;
+/// Greatest number of cited evidence occurrences of a statement.
+pub const MAX_EVIDENCE: usize = 128;
+
+#[derive(Debug, Clone)]
+pub struct DeclareRequest {
+    pub operation_id: String,
+    pub artifact: Vec<String>,
+    pub statement: Statement,
+    /// The exact body bytes, kept for the admission (`request_body`).
+    pub body: Vec<u8>,
+}
+
+/// What a declaration states about its artifact.
+#[derive(Debug, Clone)]
+pub struct Statement {
+    pub subject: Option<String>,
+    /// With `value`: the claim. Both or neither.
+    pub claim: Option<(String, serde_json::Value)>,
+    pub evidence: Vec<EntryRef>,
+    pub justifications: Vec<Justification>,
+    pub relations: Vec<Relation>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Justification {
+    pub group: String,
+    pub premises: Vec<EntryRef>,
+    pub method: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct Relation {
+    pub kind: facts::RelationKind,
+    pub target: EntryRef,
+}
+
+impl Statement {
+    /// The normalized statement: every member, absent ones null or `[]`.
+    pub fn to_json(&self) -> serde_json::Value {
+        let refs = |refs: &[EntryRef]| refs.iter().map(EntryRef::to_json).collect::<Vec<_>>();
+        let (property, value) = match &self.claim {
+            Some((p, v)) => (serde_json::json!(p), v.clone()),
+            None => (serde_json::Value::Null, serde_json::Value::Null),
+        };
+        let justifications: Vec<_> = self
+            .justifications
+            .iter()
+            .map(|j| serde_json::json!({ "group": j.group, "premises": refs(&j.premises), "method": j.method }))
+            .collect();
+        let relations: Vec<_> = self
+            .relations
+            .iter()
+            .map(|r| serde_json::json!({ "kind": r.kind.name(), "target": r.target.to_json() }))
+            .collect();
+        serde_json::json!({
+            "subject": self.subject,
+            "property": property,
+            "value": value,
+            "evidence": refs(&self.evidence),
+            "justifications": justifications,
+            "relations": relations,
+        })
+    }
+
+    /// Facts of the batch after the declaration: one `justifies` per
+    /// premise and one `relation` per relation.
+    pub fn premise_count(&self) -> usize {
+        self.justifications.iter().map(|j| j.premises.len()).sum()
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -120,6 +196,7 @@ decoded_from! {
     ProvisionWorker(ProvisionWorkerRequest),
     RetireWorker(RetireWorkerRequest),
     Assign(AssignRequest),
+    Declare(DeclareRequest),
 }
 
 /// The body's strict decoding alone, as `op`'s row does it.
@@ -484,6 +561,195 @@ pub fn assign(mut body: Object) -> Result<AssignRequest, Refusal> {
         brief,
         expected_cutoff,
     })
+}
+
+/// Text of 1..=`max` characters without a control character.
+fn bounded_text(text: &str, max: usize) -> bool {
+    let count = text.chars().count();
+    count >= 1 && count <= max && !text.chars().any(char::is_control)
+}
+
+/// `space#local`: 3..1024 characters, no control character, at least one
+/// character on each side of the first `#`.
+fn is_subject(subject: &str) -> bool {
+    bounded_text(subject, 1024)
+        && subject.chars().count() >= 3
+        && subject
+            .split_once('#')
+            .is_some_and(|(space, local)| !space.is_empty() && !local.is_empty())
+}
+
+fn entry_refs(items: Vec<Json>, field: &str) -> Result<Vec<EntryRef>, Refusal> {
+    items
+        .iter()
+        .map(|item| {
+            let json = serde_json::to_value(item)
+                .map_err(|_| Refusal::invalid(field, "not representable"))?;
+            EntryRef::from_json(&json).map_err(|why| Refusal::invalid(field, why))
+        })
+        .collect()
+}
+
+fn entry_ref(item: Json, field: &str) -> Result<EntryRef, Refusal> {
+    Ok(entry_refs(vec![item], field)?.remove(0))
+}
+
+/// The strict decoder of a `declare` body; it keeps the body's bytes.
+pub fn declare(body: &[u8]) -> Result<DeclareRequest, Refusal> {
+    let mut object = object(body)?;
+    let operation_id = operation_id(&mut object)?;
+    let artifact = path(&mut object, "artifact")?;
+    let statement = object.take_required_object("statement").map_err(shape)?;
+    let statement = self::statement(statement)?;
+    object.finish().map_err(shape)?;
+    Ok(DeclareRequest {
+        operation_id,
+        artifact,
+        statement,
+        body: body.to_vec(),
+    })
+}
+
+fn statement(mut body: Object) -> Result<Statement, Refusal> {
+    const AT: &str = "statement";
+    let within = |e: ShapeError| shape(e.within(AT));
+    let subject = body.take_optional_str("subject").map_err(within)?;
+    if subject.as_deref().is_some_and(|s| !is_subject(s)) {
+        return Err(Refusal::invalid(
+            "statement.subject",
+            "a subject is `space#local`: 3..1024 characters, no control character",
+        ));
+    }
+    let property = body.take_optional_str("property").map_err(within)?;
+    if property.as_deref().is_some_and(|p| !bounded_text(p, 256)) {
+        return Err(Refusal::invalid(
+            "statement.property",
+            "a property is 1..256 characters, no control character",
+        ));
+    }
+    let value = body
+        .take_optional("value")
+        .map(|v| serde_json::to_value(&v))
+        .transpose()
+        .map_err(|_| Refusal::invalid("statement.value", "not representable"))?;
+    let evidence = body.take_optional_array("evidence").map_err(within)?;
+    let evidence = evidence.unwrap_or_default();
+    if evidence.len() > MAX_EVIDENCE {
+        return Err(Refusal::LimitExceeded(format!(
+            "a statement cites at most {MAX_EVIDENCE} evidence occurrences"
+        )));
+    }
+    let evidence = entry_refs(evidence, "statement.evidence")?;
+    let mut justifications = Vec::new();
+    for item in body
+        .take_optional_array("justifications")
+        .map_err(within)?
+        .unwrap_or_default()
+    {
+        justifications.push(justification(item)?);
+    }
+    let mut relations = Vec::new();
+    for item in body
+        .take_optional_array("relations")
+        .map_err(within)?
+        .unwrap_or_default()
+    {
+        relations.push(relation(item)?);
+    }
+    body.finish().map_err(within)?;
+    let claim = match (property, value) {
+        (Some(property), Some(value)) => Some((property, value)),
+        (None, None) => None,
+        (Some(_), None) => {
+            return Err(Refusal::invalid_record(
+                "statement.value",
+                "a property is claimed with its value",
+            ))
+        }
+        (None, Some(_)) => {
+            return Err(Refusal::invalid_record(
+                "statement.property",
+                "a value is claimed of a property",
+            ))
+        }
+    };
+    if claim.is_none() && relations.is_empty() {
+        return Err(Refusal::invalid_record(
+            "statement.relations",
+            "a statement without a claim is a pure relation and carries one",
+        ));
+    }
+    let statement = Statement {
+        subject,
+        claim,
+        evidence,
+        justifications,
+        relations,
+    };
+    if statement.premise_count() + statement.relations.len() + 1 > MAX_BATCH_FACTS {
+        return Err(Refusal::LimitExceeded(format!(
+            "premises and relations and the declaration exceed one batch of {MAX_BATCH_FACTS} facts"
+        )));
+    }
+    Ok(statement)
+}
+
+fn justification(item: Json) -> Result<Justification, Refusal> {
+    const AT: &str = "statement.justifications";
+    let Json::Object(mut item) = item else {
+        return Err(Refusal::invalid(
+            AT,
+            "a justification is {group, premises, method}",
+        ));
+    };
+    let within = |e: ShapeError| shape(e.within(AT));
+    let group = item.take_required_str("group").map_err(within)?;
+    let premises = item.take_required_array("premises").map_err(within)?;
+    let method = item.take_required_str("method").map_err(within)?;
+    item.finish().map_err(within)?;
+    if !bounded_text(&group, 128) {
+        return Err(Refusal::invalid(
+            format!("{AT}.group"),
+            "a group is 1..128 characters, no control character",
+        ));
+    }
+    if !bounded_text(&method, 256) {
+        return Err(Refusal::invalid(
+            format!("{AT}.method"),
+            "a method is 1..256 characters, no control character",
+        ));
+    }
+    if premises.is_empty() || premises.len() > MAX_BATCH_FACTS - 1 {
+        return Err(Refusal::invalid(
+            format!("{AT}.premises"),
+            "a justification has 1..127 premises",
+        ));
+    }
+    let premises = entry_refs(premises, &format!("{AT}.premises"))?;
+    Ok(Justification {
+        group,
+        premises,
+        method,
+    })
+}
+
+fn relation(item: Json) -> Result<Relation, Refusal> {
+    const AT: &str = "statement.relations";
+    let Json::Object(mut item) = item else {
+        return Err(Refusal::invalid(AT, "a relation is {kind, target}"));
+    };
+    let within = |e: ShapeError| shape(e.within(AT));
+    let kind = item.take_required_str("kind").map_err(within)?;
+    let target = item.take_required("target").map_err(within)?;
+    item.finish().map_err(within)?;
+    let kind = facts::RelationKind::from_name(&kind).ok_or_else(|| {
+        Refusal::invalid(
+            format!("{AT}.kind"),
+            "a relation is `supersedes`, `challenges` or `withdraws`",
+        )
+    })?;
+    let target = entry_ref(target, &format!("{AT}.target"))?;
+    Ok(Relation { kind, target })
 }
 
 #[cfg(test)]

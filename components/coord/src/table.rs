@@ -8,8 +8,8 @@
 use crate::ops::{content, export, json, read};
 use crate::refusal::Refusal;
 use crate::request::{
-    AssignRequest, CreateArtifactRequest, CreateCampaignRequest, CreateProjectRequest, Decoded,
-    ProvisionWorkerRequest, PublishRequest, RetireWorkerRequest,
+    AssignRequest, CreateArtifactRequest, CreateCampaignRequest, CreateProjectRequest,
+    DeclareRequest, Decoded, ProvisionWorkerRequest, PublishRequest, RetireWorkerRequest,
 };
 use crate::{Call, Reply};
 use lab_coord_auth::GrantKind;
@@ -177,7 +177,7 @@ pub const OPERATIONS: &[Operation] = &[
         grant: G::Declare,
         params: &[],
         body: B::Json,
-        serve: Serve::NotImplemented,
+        serve: json::<DeclareRequest>(),
     },
     Operation {
         name: "compose",

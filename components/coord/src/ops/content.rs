@@ -1,8 +1,10 @@
 //! `retain` and `fetch`: content in and out, streamed by the host.
 
 use crate::blobs::{self, StageError};
+use crate::declarations;
 use crate::facts::{self, Hash};
 use crate::journal;
+use crate::layout::{self, Position};
 use crate::refusal::Refusal;
 use crate::{Call, Reply, REPLY};
 use base64::Engine as _;
@@ -88,7 +90,11 @@ pub fn fetch(call: &mut Call<'_>) -> Result<Reply, Refusal> {
     let wanted = Hash::parse(call.query.string("bytes").unwrap_or_default())
         .ok_or_else(|| Refusal::invalid("bytes", "`bytes` is a hash"))?;
     let space = super::read::existing(call, &path)?;
-    if !names(&space, &wanted)? {
+    let declared = || {
+        let at_declarations = layout::classify(&path) == Position::Declarations;
+        Ok::<_, Refusal>(at_declarations && declarations::names(&space, &wanted)?)
+    };
+    if !names(&space, &wanted)? && !declared()? {
         return Err(Refusal::Unresolved {
             reference: json!({ "path": path, "bytes": wanted.to_string() }),
             message: "this journal names no such content".into(),
@@ -119,7 +125,9 @@ pub fn fetch(call: &mut Call<'_>) -> Result<Reply, Refusal> {
 }
 
 /// Whether the journal of `space` names `wanted`: as the bytes of its
-/// content fact, or as the payload hash of one of its records.
+/// content fact, or as the payload hash of one of its records. (At a
+/// declarations path, envelopes and their frames are found through the
+/// declaration index instead.)
 fn names(space: &journal::Space, wanted: &Hash) -> Result<bool, Refusal> {
     let b64 = base64::engine::general_purpose::STANDARD;
     let content =

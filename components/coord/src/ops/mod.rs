@@ -5,8 +5,10 @@
 //! - [`publish`]: `publish` and the writer protocol every record shares.
 //! - [`export`]: `export`, resumable by cursor.
 //! - [`provision`]: the provisioning verbs and `create_artifact`.
+//! - [`declare`]: `declare`, its admission and its replay.
 
 pub mod content;
+pub mod declare;
 pub mod export;
 pub mod provision;
 pub mod publish;
@@ -18,7 +20,7 @@ use crate::journal::Space;
 use crate::refusal::Refusal;
 use crate::request::{
     self, AssignRequest, CreateArtifactRequest, CreateCampaignRequest, CreateProjectRequest,
-    Decoded, ProvisionWorkerRequest, PublishRequest, RetireWorkerRequest,
+    DeclareRequest, Decoded, ProvisionWorkerRequest, PublishRequest, RetireWorkerRequest,
 };
 use crate::table::Serve;
 use crate::world::World;
@@ -62,6 +64,16 @@ impl JsonOperation for PublishRequest {
     }
     fn handle(self, call: &mut Call<'_>) -> Result<Reply, Refusal> {
         publish::publish(call, self)
+    }
+}
+
+impl JsonOperation for DeclareRequest {
+    /// Keeps the body's exact bytes: the admission carries them.
+    fn decode(body: &[u8]) -> Result<Self, Refusal> {
+        request::declare(body)
+    }
+    fn handle(self, call: &mut Call<'_>) -> Result<Reply, Refusal> {
+        declare::declare(call, self)
     }
 }
 

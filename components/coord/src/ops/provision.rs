@@ -414,22 +414,6 @@ fn covered_by_provisioner(
     Ok(())
 }
 
-/// An input of `assign`, authorized where it resolves (request rule 10):
-/// a reference outside the world is `not_found` for a caller who may read
-/// the world and `denied` otherwise; inside it, `read` on its space is
-/// required (`denied`); a readable space whose head is short of the
-/// position leaves the input `unresolved`.
-fn authorize_input(call: &Call<'_>, entry: &EntryRef) -> Result<(), Refusal> {
-    let (_, head) = super::read::readable_reference(call, &entry.root_id, &entry.space_id)?;
-    if entry.position > head {
-        return Err(Refusal::Unresolved {
-            reference: entry.to_json(),
-            message: "this input's position is beyond its journal's head".into(),
-        });
-    }
-    Ok(())
-}
-
 pub fn assign(call: &mut Call<'_>, request: AssignRequest) -> Result<Reply, Refusal> {
     let path = strings(&[
         "campaigns",
@@ -458,7 +442,7 @@ pub fn assign(call: &mut Call<'_>, request: AssignRequest) -> Result<Reply, Refu
         });
     }
     for input in &request.inputs {
-        authorize_input(call, input)?;
+        super::read::body_reference(call, input)?;
     }
     for output in &request.outputs {
         let under_worker = output.starts_with(&worker_path);

@@ -6,6 +6,7 @@
 
 use super::{entry_json, read_refusal};
 use crate::blobs;
+use crate::facts::EntryRef;
 use crate::journal::{self, Space};
 use crate::refusal::Refusal;
 use crate::{Call, Reply};
@@ -149,6 +150,25 @@ pub(crate) fn readable_reference(
     };
     call.authorize(GrantKind::Read, &path)?;
     let head = journal::head(&space).map_err(|e| e.into_refusal("journal"))?;
+    Ok((space, head))
+}
+
+/// A body EntryRef (an input of `assign`, declare's evidence, premises and
+/// relation targets, compose's selections, a view): the one rule every
+/// operation follows, after its own grant (request rule 10). A space
+/// unknown, foreign, the journal root or outside the world is `not_found`
+/// for a caller who may read the world and `denied` otherwise; inside it,
+/// `read` on its path is required (`denied`); a position beyond the
+/// journal's head is `unresolved` naming the reference. Returns the space
+/// the reference lies in and that journal's head.
+pub(crate) fn body_reference(call: &Call<'_>, entry: &EntryRef) -> Result<(Space, u64), Refusal> {
+    let (space, head) = readable_reference(call, &entry.root_id, &entry.space_id)?;
+    if entry.position > head {
+        return Err(Refusal::Unresolved {
+            reference: entry.to_json(),
+            message: "this reference's position is beyond its journal's head".into(),
+        });
+    }
     Ok((space, head))
 }
 
