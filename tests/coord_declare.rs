@@ -280,6 +280,20 @@ fn every_refusal_of_declare() {
     let response = coord.client.post_json("/v1/declarations", &big.to_string());
     response.assert_error(400, "invalid");
     assert!(response.json()["details"].is_null());
+    // A body of exactly 16 MiB is admitted, and its envelope served.
+    let mut exact = declaration("exact", ALPHA, json!({ "property": "p", "value": "" }));
+    let room = (16 << 20) - exact.to_string().len();
+    exact["statement"]["value"] = json!("x".repeat(room));
+    assert_eq!(exact.to_string().len(), 16 << 20);
+    let admitted = coord.ok(&declarer, &Req::json("declare", &exact), 201);
+    let envelope = Req::read("fetch")
+        .path(&decls)
+        .string("bytes", admitted["envelope"].as_str().unwrap());
+    let envelope = coord.send(&declarer, &envelope);
+    assert_eq!(envelope.status, 200);
+    let root = Principal::of(&coord.root);
+    let checks = lab_coord_client::verify_admission(&envelope.body, &root, &coord.audience);
+    assert!(checks.iter().all(|c| c.passed), "{checks:?}");
 
     // Authorization and the layout.
     let reader = coord.holder(11, &[GrantKind::Read], "");
@@ -372,6 +386,12 @@ fn every_refusal_of_declare() {
     // Premises follow the same rule.
     send(json!({ "property": "p", "value": 1, "justifications": [{ "group": "g", "premises": [elsewhere], "method": "m" }] }))
         .assert_error(403, "denied");
+    // So do relation targets, before the relation rules.
+    send(json!({ "relations": [{ "kind": "challenges", "target": elsewhere }] }))
+        .assert_error(403, "denied");
+    let response = send(json!({ "relations": [{ "kind": "withdraws", "target": beyond }] }));
+    response.assert_error(409, "unresolved");
+    assert_eq!(response.json()["details"]["reference"], beyond);
 
     // Relations: a target that is not a declaration of this artifact.
     let response =
@@ -436,14 +456,14 @@ fn every_refusal_of_declare() {
     assert_eq!(batch[3]["relation"]["kind"], "supersedes");
     assert_eq!(batch[4]["relation"]["kind"], "challenges");
 
-    // Nothing refused was appended: t-1, c-1 (and its relation), o-1,
-    // o-2 (and its four facts).
+    // Nothing refused was appended: exact, t-1, c-1 (and its relation),
+    // o-1, o-2 (and its four facts).
     let declared = entries
         .iter()
         .filter(|e| e["declaration"].is_object())
         .count();
-    assert_eq!(declared, 4);
-    assert_eq!(entries.len(), 1 + 2 + 1 + 5);
+    assert_eq!(declared, 5);
+    assert_eq!(entries.len(), 1 + 1 + 2 + 1 + 5);
 
     // A second content fact in the artifact space: the space violates the
     // fact profile, and no declaration is admitted.

@@ -338,6 +338,15 @@ pub fn signed_exchange(
     exchange(&endpoint, &request, common.timeout)
 }
 
+/// Signs and sends one JSON operation `op` with `body`; its JSON answer.
+pub fn call_json(common: &Common, op: &str, body: &Value) -> Result<Value, Failure> {
+    let request =
+        CoordRequest::new(op).map_err(|_| Failure::Usage(format!("no operation {op:?}")))?;
+    let operation = request.operation();
+    let body = serde_json::to_vec(body).expect("a JSON value serializes");
+    json_answer(&mut signed_exchange(operation, request, body, common)?)
+}
+
 /// Copies a bytes answer to `out` (or stdout). A body cut short is a
 /// transport failure, and no file is left behind.
 fn stream_body(

@@ -13,6 +13,7 @@
 //! - [`output`]: stdout, or files that appear only when complete.
 //! - [`failure`]: why a command fails, and its exit code.
 //! - [`random`]: randomness from `/dev/urandom`.
+//! - [`views`]: `labctl compose`, `query` and `explain`.
 //!
 //! The signing itself (proof, carriage, grant bytes) is `lab-coord-auth`'s;
 //! the byte recipes are in `contracts/coordination/AUTH.md`, the usage in
@@ -28,6 +29,7 @@ mod keyfile;
 mod ops;
 mod output;
 mod random;
+mod views;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -136,6 +138,12 @@ enum Command {
     /// Sign and send one operation of the coordination service.
     #[command(after_help = call_help())]
     Call(call::CallArgs),
+    /// Compose a view from selected occurrences (POST /v1/compose).
+    Compose(views::ComposeArgs),
+    /// Query a view (POST /v1/query); --all follows every page.
+    Query(views::QueryArgs),
+    /// Explain an assertion at a view (POST /v1/explain).
+    Explain(views::ExplainArgs),
     /// Print the service's description (GET /describe), or one contract file.
     Describe(call::DescribeArgs),
     /// Print the service's health (GET /healthz); exit 8 when a check fails.
@@ -235,6 +243,9 @@ fn main() -> ExitCode {
         Command::Principal(args) => principal(args, common),
         Command::Grant(args) => grant::run(args, common),
         Command::Call(args) => call::run_call(args, common),
+        Command::Compose(args) => views::run_compose(args, common),
+        Command::Query(args) => views::run_query(args, common),
+        Command::Explain(args) => views::run_explain(args, common),
         Command::Describe(args) => call::run_describe(args, common),
         Command::Health(args) => call::run_health(args, common),
         Command::Declare(args) => declare::run_declare(args, common),

@@ -459,47 +459,63 @@ impl Received {
 fn serve_once(answer: Vec<u8>) -> (String, JoinHandle<Received>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let address = listener.local_addr().unwrap().to_string();
+    let handle = std::thread::spawn(move || answer_one(&listener, &answer));
+    (address, handle)
+}
+
+/// Answers one connection after another, each with the next answer.
+fn serve_each(answers: Vec<Vec<u8>>) -> (String, JoinHandle<Vec<Received>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap().to_string();
     let handle = std::thread::spawn(move || {
-        let (stream, _) = listener.accept().unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(30)))
-            .unwrap();
-        let mut reader = BufReader::new(stream.try_clone().unwrap());
-        let mut line = String::new();
-        reader.read_line(&mut line).unwrap();
-        let mut parts = line.trim_end().split(' ');
-        let method = parts.next().unwrap().to_owned();
-        let target = parts.next().unwrap().to_owned();
-        assert_eq!(parts.next(), Some("HTTP/1.1"));
-        let mut headers = Vec::new();
-        loop {
-            let mut line = String::new();
-            reader.read_line(&mut line).unwrap();
-            assert!(line.ends_with("\r\n"), "{line:?}");
-            let line = line.trim_end_matches("\r\n");
-            if line.is_empty() {
-                break;
-            }
-            let (name, value) = line.split_once(": ").unwrap();
-            headers.push((name.to_owned(), value.to_owned()));
-        }
-        let length = headers
+        answers
             .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case("content-length"))
-            .map_or(0, |(_, v)| v.parse::<usize>().unwrap());
-        let mut body = vec![0; length];
-        reader.read_exact(&mut body).unwrap();
-        let mut stream: TcpStream = stream;
-        stream.write_all(&answer).unwrap();
-        stream.flush().unwrap();
-        Received {
-            method,
-            target,
-            headers,
-            body,
-        }
+            .map(|answer| answer_one(&listener, answer))
+            .collect()
     });
     (address, handle)
+}
+
+/// Reads one request from the next connection and sends `answer`.
+fn answer_one(listener: &TcpListener, answer: &[u8]) -> Received {
+    let (stream, _) = listener.accept().unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap();
+    let mut parts = line.trim_end().split(' ');
+    let method = parts.next().unwrap().to_owned();
+    let target = parts.next().unwrap().to_owned();
+    assert_eq!(parts.next(), Some("HTTP/1.1"));
+    let mut headers = Vec::new();
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        assert!(line.ends_with("\r\n"), "{line:?}");
+        let line = line.trim_end_matches("\r\n");
+        if line.is_empty() {
+            break;
+        }
+        let (name, value) = line.split_once(": ").unwrap();
+        headers.push((name.to_owned(), value.to_owned()));
+    }
+    let length = headers
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case("content-length"))
+        .map_or(0, |(_, v)| v.parse::<usize>().unwrap());
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).unwrap();
+    let mut stream: TcpStream = stream;
+    stream.write_all(answer).unwrap();
+    stream.flush().unwrap();
+    Received {
+        method,
+        target,
+        headers,
+        body,
+    }
 }
 
 /// An answer with a `Content-Length` body.
@@ -1308,4 +1324,84 @@ fn declare_and_verify_an_admission() {
     let printed = stdout(&out);
     assert!(printed.contains("FAIL  frame digest"), "{printed}");
     assert!(printed.contains("ok    root signature"), "{printed}");
+}
+
+#[test]
+fn query_follows_every_page_with_all() {
+    let s = setup("query-all", &["read"]);
+    let view = "rt_aa/spc_bb/3";
+    let item = |position: u64| {
+        json!({"kind": "record", "state": "record", "path": ["projects", "alpha"],
+               "selection": {"root_id": "rt_aa", "space_id": "spc_cc", "position": position},
+               "record": {"profile": "lab/finding/1", "hash": format!("sha256:{position:064}")}})
+    };
+    let coverage = |inspected: u64, complete: bool| json!({"selections": 2, "inspected": inspected, "matched": inspected, "withheld": 0, "complete": complete});
+    let first = json!({"view": {"root_id": "rt_aa", "space_id": "spc_bb", "position": 3},
+                       "outcome": "incomplete", "records": [item(1)], "coverage": coverage(1, false),
+                       "limits": ["limit"], "next_cursor": "next-page"});
+    let last = json!({"view": first["view"], "outcome": "answered", "records": [item(2)],
+                      "coverage": coverage(2, true), "limits": []});
+    let (address, server) = serve_once(json_answer("200 OK", &first));
+    let endpoint = format!("http://{address}");
+    // The first page alone, without --all: its cursor is printed.
+    let out = ok(labctl(&[
+        "query",
+        "--view",
+        view,
+        "--kind",
+        "record",
+        "--limit",
+        "1",
+        "--key",
+        p(&s.worker_key),
+        "--grants",
+        p(&s.grants),
+        "--endpoint",
+        &endpoint,
+    ]));
+    let received = server.join().unwrap();
+    assert_eq!(received.route(), "/v1/query");
+    let body: Value = serde_json::from_slice(&received.body).unwrap();
+    assert_eq!(
+        body,
+        json!({"view": first["view"], "filters": {"kind": "record"}, "limit": 1})
+    );
+    let printed = stdout(&out);
+    assert!(printed.contains("rt_aa/spc_cc/1"), "{printed}");
+    assert!(printed.contains("outcome incomplete"), "{printed}");
+    assert!(printed.contains("next cursor next-page"), "{printed}");
+    // --all follows the cursor to the last page.
+    let (address, server) = serve_each(vec![
+        json_answer("200 OK", &first),
+        json_answer("200 OK", &last),
+    ]);
+    let endpoint = format!("http://{address}");
+    let out = ok(labctl(&[
+        "query",
+        "--view",
+        view,
+        "--all",
+        "--key",
+        p(&s.worker_key),
+        "--grants",
+        p(&s.grants),
+        "--endpoint",
+        &endpoint,
+    ]));
+    let received = server.join().unwrap();
+    assert_eq!(received.len(), 2);
+    let bodies: Vec<Value> = received
+        .iter()
+        .map(|r| serde_json::from_slice(&r.body).unwrap())
+        .collect();
+    assert!(bodies[0].get("cursor").is_none());
+    assert_eq!(bodies[1]["cursor"], "next-page");
+    let printed = stdout(&out);
+    assert!(printed.contains("rt_aa/spc_cc/1"), "{printed}");
+    assert!(printed.contains("rt_aa/spc_cc/2"), "{printed}");
+    assert!(
+        printed.contains("outcome answered: inspected 2 of 2"),
+        "{printed}"
+    );
+    assert!(!printed.contains("next cursor"), "{printed}");
 }

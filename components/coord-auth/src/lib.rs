@@ -40,7 +40,7 @@ pub use crate::grants::{
 pub use crate::keys::{check_strict, sign, Principal, SignatureCheck, SignatureOutcome};
 pub use crate::record::{
     admission_signing_bytes, canonical_json, signing_record, BodyDigest, ParamValue, Params,
-    RequestFacts,
+    RequestFacts, ADMISSION_PURPOSE,
 };
 pub use crate::verify::{
     sign_request, sign_request_facts, Authorization, MemoryReplayCache, ReplayCache, Verifier,

@@ -165,6 +165,9 @@ impl fmt::Display for BodyDigest {
     }
 }
 
+/// The purpose of the bytes the world's root signs to admit a declaration.
+pub const ADMISSION_PURPOSE: &str = "coord.declaration-admission.v1";
+
 /// The bytes the world's root signs to admit a declaration: RFC 8785 JSON
 /// of `{"purpose": "coord.declaration-admission.v1", "admission": <the
 /// DeclarationAdmission without its `signature`>}`.
@@ -174,7 +177,7 @@ pub fn admission_signing_bytes(admission: &Value) -> Vec<u8> {
         object.remove("signature");
     }
     canonical_json(&json!({
-        "purpose": "coord.declaration-admission.v1",
+        "purpose": ADMISSION_PURPOSE,
         "admission": unsigned,
     }))
 }

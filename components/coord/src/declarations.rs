@@ -96,12 +96,7 @@ pub fn catch_up(space: &Space) -> Result<(), Refusal> {
                     "a declaration of the journal is unreadable".into(),
                 ));
             };
-            let frame = envelope(&declaration.envelope)?["admission"]["frame"]
-                .as_str()
-                .and_then(Hash::parse)
-                .ok_or_else(|| {
-                    Refusal::Unavailable("a declaration's envelope names no frame".into())
-                })?;
+            let frame = summary(&declaration.envelope)?.frame;
             let at = position.to_be_bytes().to_vec();
             let located =
                 json!({ "position": position, "envelope": declaration.envelope.to_string() });
@@ -143,13 +138,61 @@ pub fn catch_up(space: &Space) -> Result<(), Refusal> {
     Ok(())
 }
 
+fn envelope_bytes(hash: &Hash) -> Result<Vec<u8>, Refusal> {
+    blobs::get_small(&hash.to_string(), MAX_ENVELOPE)
+        .map_err(|e| e.into_refusal("bytes"))?
+        .ok_or_else(|| Refusal::Unavailable("a declaration's envelope is not retained".into()))
+}
+
 /// A retained envelope (DeclarationRecord) as JSON.
 pub fn envelope(hash: &Hash) -> Result<Value, Refusal> {
-    let bytes = blobs::get_small(&hash.to_string(), MAX_ENVELOPE)
-        .map_err(|e| e.into_refusal("bytes"))?
-        .ok_or_else(|| Refusal::Unavailable("a declaration's envelope is not retained".into()))?;
-    serde_json::from_slice(&bytes)
+    serde_json::from_slice(&envelope_bytes(hash)?)
         .map_err(|_| Refusal::Unavailable("a declaration's envelope is not JSON".into()))
+}
+
+/// What replay and the index need of an envelope.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Summary {
+    pub request_digest: Hash,
+    /// The hash of its frame (`admission.frame`).
+    pub frame: Hash,
+}
+
+/// The request digest and frame of a retained envelope, read from its
+/// bytes without building its tree (it may carry a 16 MiB body twice).
+pub fn summary(hash: &Hash) -> Result<Summary, Refusal> {
+    let bytes = envelope_bytes(hash)?;
+    let unreadable = || Refusal::Unavailable("a declaration's envelope is unreadable".into());
+    let member = |object: &[u8], wanted: &str| -> Result<Option<Hash>, Refusal> {
+        let mut found = None;
+        lab_strict_json::object_members(object, &mut |name, span| {
+            if name == wanted {
+                found = Some(span);
+            }
+        })
+        .map_err(|_| unreadable())?;
+        Ok(found
+            .and_then(|span| serde_json::from_slice::<String>(&object[span]).ok())
+            .and_then(|t| Hash::parse(&t)))
+    };
+    let mut admission = None;
+    lab_strict_json::object_members(&bytes, &mut |name, span| {
+        if name == "admission" {
+            admission = Some(span);
+        }
+    })
+    .map_err(|_| unreadable())?;
+    let admission = &bytes[admission.ok_or_else(unreadable)?];
+    match (
+        member(&bytes, "request_digest")?,
+        member(admission, "frame")?,
+    ) {
+        (Some(request_digest), Some(frame)) => Ok(Summary {
+            request_digest,
+            frame,
+        }),
+        _ => Err(unreadable()),
+    }
 }
 
 /// The declaration of `assertion_id` in the declarations journal `space`.

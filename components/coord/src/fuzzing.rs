@@ -136,7 +136,9 @@ pub fn check_requests(data: &[u8]) {
 ///
 /// - `not_implemented` names `op`, and `op` answers it whatever the input;
 /// - any other refusal is `invalid` or `structural` (or, for `declare`,
-///   `invalid_record` or `limit_exceeded` of its statement);
+///   `invalid_record` or `limit_exceeded` of its statement; for `compose`
+///   and `query`, `limit_exceeded` of a decoded bound: the selections of a
+///   view, a query's cursor);
 /// - a query operation decodes to [`Decoded::Query`], a JSON one to its
 ///   own request, whose operation ID, labels and cutoff are in grammar.
 pub fn check_decoded(op: &Operation, decoded: Result<Decoded, Refusal>) {
@@ -155,8 +157,10 @@ pub fn check_decoded(op: &Operation, decoded: Result<Decoded, Refusal>) {
                     // judged as it is decoded.
                     let statement = op.name == "declare"
                         && matches!(refusal.code(), "invalid_record" | "limit_exceeded");
+                    let bound = matches!(op.name, "compose" | "query")
+                        && refusal.code() == "limit_exceeded";
                     assert!(
-                        statement || matches!(refusal.code(), "invalid" | "structural"),
+                        statement || bound || matches!(refusal.code(), "invalid" | "structural"),
                         "{}: {refusal:?}",
                         op.name
                     );

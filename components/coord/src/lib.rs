@@ -14,6 +14,7 @@
 //! - [`cursor`]: sealed export cursors.
 //! - [`declarations`]: the declaration index of each declarations journal.
 //! - [`ops`]: the operations.
+//! - [`views`]: view evaluation and the retained view index.
 //! - [`operational`]: `livez`, `healthz`, `describe`, `describe/{file}`.
 
 pub mod auth;
@@ -32,6 +33,7 @@ pub mod refusal;
 pub mod request;
 pub mod table;
 pub mod tools;
+pub mod views;
 pub mod world;
 
 use lab_coord_auth::{Authorization, BodyDigest, Carriage, GrantKind, Principal, RequestFacts};

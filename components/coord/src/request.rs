@@ -10,6 +10,7 @@ use crate::layout;
 use crate::params::{self, Query, MAX_POSITION};
 use crate::refusal::Refusal;
 use crate::table::{Operation, Serve};
+use crate::views::evaluation::{Conflict, Rules};
 use lab_coord_auth::{GrantKind, Principal};
 use lab_strict_json::{expect_object, parse, Json, Object, ShapeError};
 use std::collections::BTreeMap;
@@ -30,6 +31,9 @@ pub enum Decoded {
     RetireWorker(RetireWorkerRequest),
     Assign(AssignRequest),
     Declare(DeclareRequest),
+    Compose(ComposeRequest),
+    ViewQuery(QueryRequest),
+    Explain(ExplainRequest),
 }
 
 /// Greatest original body of a `declare` request (request rule 2).
@@ -52,8 +56,9 @@ pub struct DeclareRequest {
 #[derive(Debug, Clone)]
 pub struct Statement {
     pub subject: Option<String>,
-    /// With `value`: the claim. Both or neither.
-    pub claim: Option<(String, serde_json::Value)>,
+    /// The property and the RFC 8785 JSON of its value (never null): the
+    /// claim. Both or neither.
+    pub claim: Option<(String, Vec<u8>)>,
     pub evidence: Vec<EntryRef>,
     pub justifications: Vec<Justification>,
     pub relations: Vec<Relation>,
@@ -73,13 +78,11 @@ pub struct Relation {
 }
 
 impl Statement {
-    /// The normalized statement: every member, absent ones null or `[]`.
-    pub fn to_json(&self) -> serde_json::Value {
+    /// The RFC 8785 JSON of the normalized statement: every member, absent
+    /// ones null or `[]`. The value's canonical bytes are spliced in last
+    /// (`value` sorts last among the members), never parsed again.
+    pub fn canonical(&self) -> Vec<u8> {
         let refs = |refs: &[EntryRef]| refs.iter().map(EntryRef::to_json).collect::<Vec<_>>();
-        let (property, value) = match &self.claim {
-            Some((p, v)) => (serde_json::json!(p), v.clone()),
-            None => (serde_json::Value::Null, serde_json::Value::Null),
-        };
         let justifications: Vec<_> = self
             .justifications
             .iter()
@@ -90,21 +93,104 @@ impl Statement {
             .iter()
             .map(|r| serde_json::json!({ "kind": r.kind.name(), "target": r.target.to_json() }))
             .collect();
-        serde_json::json!({
+        let members = serde_json::json!({
             "subject": self.subject,
-            "property": property,
-            "value": value,
+            "property": self.claim.as_ref().map(|(p, _)| p),
+            "value": null,
             "evidence": refs(&self.evidence),
             "justifications": justifications,
             "relations": relations,
-        })
+        });
+        let canonical = lab_coord_auth::canonical_json(&members);
+        let Some((_, value)) = &self.claim else {
+            return canonical;
+        };
+        let prefix = canonical
+            .strip_suffix(b"\"value\":null}".as_slice())
+            .expect("`value` sorts last among a statement's members");
+        let mut out = Vec::with_capacity(prefix.len() + value.len() + 10);
+        out.extend_from_slice(prefix);
+        out.extend_from_slice(b"\"value\":");
+        out.extend_from_slice(value);
+        out.push(b'}');
+        out
     }
 
-    /// Facts of the batch after the declaration: one `justifies` per
-    /// premise and one `relation` per relation.
+    /// The premises of every justification: each is one `justifies` fact
+    /// of the batch.
     pub fn premise_count(&self) -> usize {
         self.justifications.iter().map(|j| j.premises.len()).sum()
     }
+}
+
+/// Greatest number of selections of one view.
+pub const MAX_SELECTIONS: usize = 16_384;
+/// Greatest number of preferred publishers.
+pub const MAX_PUBLISHERS: usize = 64;
+/// Greatest number of records on one query page, and the default.
+pub const MAX_QUERY_LIMIT: u64 = 128;
+pub const DEFAULT_QUERY_LIMIT: u64 = 64;
+
+#[derive(Debug, Clone)]
+pub struct ComposeRequest {
+    pub operation_id: String,
+    pub path: Vec<String>,
+    pub selections: Vec<EntryRef>,
+    pub rules: Rules,
+    pub interpretation_profile: String,
+    pub expected_cutoff: Option<u64>,
+    pub metadata: BTreeMap<String, String>,
+}
+
+/// The filters of a query: each an exact match when present.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Filters {
+    pub kind: Option<String>,
+    pub artifact: Option<String>,
+    /// `Some(None)`: declarations without subject.
+    pub subject: Option<Option<String>>,
+    pub property: Option<String>,
+    pub publisher: Option<String>,
+    pub state: Option<String>,
+}
+
+impl Filters {
+    /// Every member, absent ones as absent: what a cursor binds.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut out = serde_json::Map::new();
+        let mut put = |name: &str, value: Option<serde_json::Value>| {
+            if let Some(value) = value {
+                out.insert(name.to_string(), value);
+            }
+        };
+        put("kind", self.kind.clone().map(Into::into));
+        put("artifact", self.artifact.clone().map(Into::into));
+        put(
+            "subject",
+            self.subject
+                .clone()
+                .map(|s| s.map_or(serde_json::Value::Null, Into::into)),
+        );
+        put("property", self.property.clone().map(Into::into));
+        put("publisher", self.publisher.clone().map(Into::into));
+        put("state", self.state.clone().map(Into::into));
+        serde_json::Value::Object(out)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct QueryRequest {
+    pub view: EntryRef,
+    pub filters: Filters,
+    pub cursor: Option<String>,
+    /// 1..=128 (0 or absent is the default 64).
+    pub limit: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct ExplainRequest {
+    pub view: EntryRef,
+    pub assertion: String,
 }
 
 #[derive(Debug, Clone)]
@@ -197,6 +283,9 @@ decoded_from! {
     RetireWorker(RetireWorkerRequest),
     Assign(AssignRequest),
     Declare(DeclareRequest),
+    Compose(ComposeRequest),
+    ViewQuery(QueryRequest),
+    Explain(ExplainRequest),
 }
 
 /// The body's strict decoding alone, as `op`'s row does it.
@@ -341,26 +430,7 @@ pub fn is_profile(profile: &str) -> bool {
 /// straight from its bytes; the other members, small, are decoded as a
 /// tree like every other body's.
 pub fn publish(body: &[u8]) -> Result<PublishRequest, Refusal> {
-    let mut record = None;
-    let mut others = vec![b'{'];
-    let is_object = lab_strict_json::object_members(body, &mut |name, span| {
-        if name == "record" {
-            record = Some(span);
-            return;
-        }
-        if others.len() > 1 {
-            others.push(b',');
-        }
-        others.extend(serde_json::to_vec(name).expect("a string serializes"));
-        others.push(b':');
-        others.extend_from_slice(&body[span]);
-    })
-    .map_err(strict_json_refusal)?;
-    if !is_object {
-        return Err(Refusal::invalid_request("the body is not a JSON object"));
-    }
-    others.push(b'}');
-    let mut body_members = object(&others)?;
+    let (mut body_members, record) = object_without(body, "record")?;
     let operation_id = operation_id(&mut body_members)?;
     let path = path(&mut body_members, "path")?;
     let profile = body_members.take_required_str("profile").map_err(shape)?;
@@ -384,15 +454,7 @@ pub fn publish(body: &[u8]) -> Result<PublishRequest, Refusal> {
     }
     let mut body = body_members;
     let expected_cutoff = expected_cutoff(&mut body)?;
-    let mut metadata = BTreeMap::new();
-    if let Some(object) = body.take_optional_object("metadata").map_err(shape)? {
-        for (key, value) in object.members() {
-            let Json::String(value) = value else {
-                return Err(Refusal::invalid("metadata", "metadata values are strings"));
-            };
-            metadata.insert(key.clone(), value.clone());
-        }
-    }
+    let metadata = metadata(&mut body)?;
     body.finish().map_err(shape)?;
     layout::check_user_labels(&path)?;
     Ok(PublishRequest {
@@ -403,6 +465,226 @@ pub fn publish(body: &[u8]) -> Result<PublishRequest, Refusal> {
         expected_cutoff,
         metadata,
     })
+}
+
+/// `metadata?`: a map of strings to strings, `{}` when absent.
+fn metadata(body: &mut Object) -> Result<BTreeMap<String, String>, Refusal> {
+    let mut metadata = BTreeMap::new();
+    if let Some(object) = body.take_optional_object("metadata").map_err(shape)? {
+        for (key, value) in object.members() {
+            let Json::String(value) = value else {
+                return Err(Refusal::invalid("metadata", "metadata values are strings"));
+            };
+            metadata.insert(key.clone(), value.clone());
+        }
+    }
+    Ok(metadata)
+}
+
+pub fn compose(mut body: Object) -> Result<ComposeRequest, Refusal> {
+    let operation_id = operation_id(&mut body)?;
+    let path = path(&mut body, "path")?;
+    let listed = body.take_required_array("selections").map_err(shape)?;
+    if listed.len() > MAX_SELECTIONS {
+        return Err(Refusal::LimitExceeded(format!(
+            "a view selects at most {MAX_SELECTIONS} occurrences"
+        )));
+    }
+    let mut selections = Vec::with_capacity(listed.len());
+    let mut seen = std::collections::HashSet::new();
+    for item in listed {
+        let entry = entry_ref(item, "selections")?;
+        if !seen.insert(entry.clone()) {
+            return Err(Refusal::invalid(
+                "selections",
+                "an occurrence is selected twice",
+            ));
+        }
+        selections.push(entry);
+    }
+    let rules = rules(body.take_required_object("rules").map_err(shape)?)?;
+    let interpretation_profile = body
+        .take_required_str("interpretation_profile")
+        .map_err(shape)?;
+    if !is_profile(&interpretation_profile) {
+        return Err(Refusal::invalid(
+            "interpretation_profile",
+            "a profile is `<namespace>/<name>/<version>`",
+        ));
+    }
+    let expected_cutoff = expected_cutoff(&mut body)?;
+    let metadata = metadata(&mut body)?;
+    body.finish().map_err(shape)?;
+    layout::check_user_labels(&path)?;
+    Ok(ComposeRequest {
+        operation_id,
+        path,
+        selections,
+        rules,
+        interpretation_profile,
+        expected_cutoff,
+        metadata,
+    })
+}
+
+/// `rules`: `{conflict?, publishers?, relations?}`.
+fn rules(mut rules: Object) -> Result<Rules, Refusal> {
+    let within = |e: ShapeError| shape(e.within("rules"));
+    let conflict = rules.take_optional_str("conflict").map_err(within)?;
+    let publishers = rules.take_optional_array("publishers").map_err(within)?;
+    let relations = rules.take_optional_str("relations").map_err(within)?;
+    rules.finish().map_err(within)?;
+    let honor_relations = match relations.as_deref() {
+        None | Some("honor") => true,
+        Some("ignore") => false,
+        Some(_) => return Err(Refusal::invalid("rules.relations", "`honor` or `ignore`")),
+    };
+    let conflict = match (conflict.as_deref(), publishers) {
+        (None | Some("disagree"), None) => Conflict::Disagree,
+        (None | Some("disagree"), Some(_)) => {
+            return Err(Refusal::invalid(
+                "rules.publishers",
+                "publishers are listed only with `prefer_publishers`",
+            ))
+        }
+        (Some("prefer_publishers"), Some(listed)) => {
+            let refuse = || {
+                Refusal::invalid(
+                    "rules.publishers",
+                    "1..64 distinct principals (`ed25519:` and 64 lowercase hex digits)",
+                )
+            };
+            if listed.is_empty() || listed.len() > MAX_PUBLISHERS {
+                return Err(refuse());
+            }
+            let mut publishers: Vec<String> = Vec::with_capacity(listed.len());
+            for item in listed {
+                let Json::String(text) = item else {
+                    return Err(refuse());
+                };
+                if !facts::is_publisher(&text) || publishers.contains(&text) {
+                    return Err(refuse());
+                }
+                publishers.push(text);
+            }
+            Conflict::PreferPublishers(publishers)
+        }
+        (Some("prefer_publishers"), None) => {
+            return Err(Refusal::invalid(
+                "rules.publishers",
+                "`prefer_publishers` needs the publishers in order",
+            ))
+        }
+        (Some(_), _) => {
+            return Err(Refusal::invalid(
+                "rules.conflict",
+                "`disagree` or `prefer_publishers`",
+            ))
+        }
+    };
+    Ok(Rules {
+        conflict,
+        honor_relations,
+    })
+}
+
+/// The item states a query may filter on.
+pub const STATES: &[&str] = &[
+    "adopted",
+    "agreeing",
+    "disagreeing",
+    "overruled",
+    "retired",
+    "relation",
+    "record",
+];
+
+pub fn query(mut body: Object) -> Result<QueryRequest, Refusal> {
+    let view = entry_ref(body.take_required("view").map_err(shape)?, "view")?;
+    let filters = filters(body.take_required_object("filters").map_err(shape)?)?;
+    let cursor = body.take_optional_str("cursor").map_err(shape)?;
+    if cursor
+        .as_ref()
+        .is_some_and(|c| c.len() > crate::cursor::MAX_CURSOR_CHARS)
+    {
+        return Err(Refusal::LimitExceeded(format!(
+            "a cursor is at most {} characters",
+            crate::cursor::MAX_CURSOR_CHARS
+        )));
+    }
+    let limit = match body.take_optional_u64("limit").map_err(shape)? {
+        None | Some(0) => DEFAULT_QUERY_LIMIT,
+        Some(n) if n <= MAX_QUERY_LIMIT => n,
+        Some(_) => return Err(Refusal::invalid("limit", "`limit` is 0..128")),
+    };
+    body.finish().map_err(shape)?;
+    Ok(QueryRequest {
+        view,
+        filters,
+        cursor,
+        limit,
+    })
+}
+
+fn filters(mut filters: Object) -> Result<Filters, Refusal> {
+    let within = |e: ShapeError| shape(e.within("filters"));
+    let kind = filters.take_optional_str("kind").map_err(within)?;
+    if kind
+        .as_deref()
+        .is_some_and(|k| k != "declaration" && k != "record")
+    {
+        return Err(Refusal::invalid(
+            "filters.kind",
+            "`declaration` or `record`",
+        ));
+    }
+    let artifact = filters.take_optional_str("artifact").map_err(within)?;
+    if artifact
+        .as_deref()
+        .is_some_and(|a| Hash::parse(a).is_none())
+    {
+        return Err(Refusal::invalid(
+            "filters.artifact",
+            "an artifact's `bytes`: `sha256:` and 64 lowercase hex digits",
+        ));
+    }
+    let subject = match filters.take("subject") {
+        None => None,
+        Some(Json::Null) => Some(None),
+        Some(Json::String(s)) => Some(Some(s)),
+        Some(_) => return Err(Refusal::invalid("filters.subject", "a string or null")),
+    };
+    let property = filters.take_optional_str("property").map_err(within)?;
+    let publisher = filters.take_optional_str("publisher").map_err(within)?;
+    let state = filters.take_optional_str("state").map_err(within)?;
+    if state.as_deref().is_some_and(|s| !STATES.contains(&s)) {
+        return Err(Refusal::invalid(
+            "filters.state",
+            format!("one of {}", STATES.join(", ")),
+        ));
+    }
+    filters.finish().map_err(within)?;
+    Ok(Filters {
+        kind,
+        artifact,
+        subject,
+        property,
+        publisher,
+        state,
+    })
+}
+
+pub fn explain(mut body: Object) -> Result<ExplainRequest, Refusal> {
+    let view = entry_ref(body.take_required("view").map_err(shape)?, "view")?;
+    let assertion = body.take_required_str("assertion").map_err(shape)?;
+    if assertion.is_empty() || assertion.chars().count() > 128 {
+        return Err(Refusal::invalid(
+            "assertion",
+            "an assertion ID is 1..128 characters",
+        ));
+    }
+    body.finish().map_err(shape)?;
+    Ok(ExplainRequest { view, assertion })
 }
 
 pub fn create_artifact(mut body: Object) -> Result<CreateArtifactRequest, Refusal> {
@@ -529,9 +811,7 @@ pub fn assign(mut body: Object) -> Result<AssignRequest, Refusal> {
     let worker = label_of(&mut body, "worker")?;
     let mut inputs = Vec::new();
     for item in body.take_required_array("inputs").map_err(shape)? {
-        let json = serde_json::to_value(&item)
-            .map_err(|_| Refusal::invalid("inputs", "not representable"))?;
-        inputs.push(EntryRef::from_json(&json).map_err(|why| Refusal::invalid("inputs", why))?);
+        inputs.push(entry_ref(item, "inputs")?);
     }
     let mut outputs = Vec::new();
     for item in body.take_required_array("outputs").map_err(shape)? {
@@ -594,14 +874,64 @@ fn entry_ref(item: Json, field: &str) -> Result<EntryRef, Refusal> {
     Ok(entry_refs(vec![item], field)?.remove(0))
 }
 
-/// The strict decoder of a `declare` body; it keeps the body's bytes.
+/// The members of the JSON object `body` other than `skip`, as a parsed
+/// object, and the span of `skip` when present: a large member (a record,
+/// a statement's value) is never a value tree.
+fn object_without(
+    body: &[u8],
+    skip: &str,
+) -> Result<(Object, Option<std::ops::Range<usize>>), Refusal> {
+    let mut skipped = None;
+    let mut others = vec![b'{'];
+    let is_object = lab_strict_json::object_members(body, &mut |name, span| {
+        if name == skip {
+            skipped = Some(span);
+            return;
+        }
+        if others.len() > 1 {
+            others.push(b',');
+        }
+        others.extend(serde_json::to_vec(name).expect("a string serializes"));
+        others.push(b':');
+        others.extend_from_slice(&body[span]);
+    })
+    .map_err(strict_json_refusal)?;
+    if !is_object {
+        return Err(Refusal::invalid_request("the body is not a JSON object"));
+    }
+    others.push(b'}');
+    Ok((object(&others)?, skipped))
+}
+
+/// The strict decoder of a `declare` body; it keeps the body's bytes. The
+/// statement's `value` is canonicalized straight from them.
 pub fn declare(body: &[u8]) -> Result<DeclareRequest, Refusal> {
-    let mut object = object(body)?;
+    let (mut object, statement) = object_without(body, "statement")?;
     let operation_id = operation_id(&mut object)?;
     let artifact = path(&mut object, "artifact")?;
-    let statement = object.take_required_object("statement").map_err(shape)?;
-    let statement = self::statement(statement)?;
     object.finish().map_err(shape)?;
+    let statement = match statement.map(|span| &body[span]) {
+        None | Some(b"null") => {
+            return Err(Refusal::invalid("statement", "`statement` is required"))
+        }
+        Some(text) if !text.starts_with(b"{") => {
+            return Err(Refusal::invalid("statement", "`statement` is an object"))
+        }
+        Some(text) => text,
+    };
+    let (members, value) = object_without(statement, "value")?;
+    let value = match value {
+        None => None,
+        Some(span) => Some(
+            lab_strict_json::canonicalize_with_max_depth(
+                &statement[span],
+                lab_strict_json::MAX_DEPTH - 2,
+            )
+            .map_err(strict_json_refusal)?,
+        )
+        .filter(|v| v != b"null"),
+    };
+    let statement = self::statement(members, value)?;
     Ok(DeclareRequest {
         operation_id,
         artifact,
@@ -610,7 +940,7 @@ pub fn declare(body: &[u8]) -> Result<DeclareRequest, Refusal> {
     })
 }
 
-fn statement(mut body: Object) -> Result<Statement, Refusal> {
+fn statement(mut body: Object, value: Option<Vec<u8>>) -> Result<Statement, Refusal> {
     const AT: &str = "statement";
     let within = |e: ShapeError| shape(e.within(AT));
     let subject = body.take_optional_str("subject").map_err(within)?;
@@ -627,11 +957,6 @@ fn statement(mut body: Object) -> Result<Statement, Refusal> {
             "a property is 1..256 characters, no control character",
         ));
     }
-    let value = body
-        .take_optional("value")
-        .map(|v| serde_json::to_value(&v))
-        .transpose()
-        .map_err(|_| Refusal::invalid("statement.value", "not representable"))?;
     let evidence = body.take_optional_array("evidence").map_err(within)?;
     let evidence = evidence.unwrap_or_default();
     if evidence.len() > MAX_EVIDENCE {

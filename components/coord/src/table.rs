@@ -8,8 +8,9 @@
 use crate::ops::{content, export, json, read};
 use crate::refusal::Refusal;
 use crate::request::{
-    AssignRequest, CreateArtifactRequest, CreateCampaignRequest, CreateProjectRequest,
-    DeclareRequest, Decoded, ProvisionWorkerRequest, PublishRequest, RetireWorkerRequest,
+    AssignRequest, ComposeRequest, CreateArtifactRequest, CreateCampaignRequest,
+    CreateProjectRequest, DeclareRequest, Decoded, ExplainRequest, ProvisionWorkerRequest,
+    PublishRequest, QueryRequest, RetireWorkerRequest,
 };
 use crate::{Call, Reply};
 use lab_coord_auth::GrantKind;
@@ -186,7 +187,7 @@ pub const OPERATIONS: &[Operation] = &[
         grant: G::Publish,
         params: &[],
         body: B::Json,
-        serve: Serve::NotImplemented,
+        serve: json::<ComposeRequest>(),
     },
     Operation {
         name: "apply",
@@ -204,7 +205,7 @@ pub const OPERATIONS: &[Operation] = &[
         grant: G::Read,
         params: &[],
         body: B::Json,
-        serve: Serve::NotImplemented,
+        serve: json::<QueryRequest>(),
     },
     Operation {
         name: "explain",
@@ -213,7 +214,7 @@ pub const OPERATIONS: &[Operation] = &[
         grant: G::Read,
         params: &[],
         body: B::Json,
-        serve: Serve::NotImplemented,
+        serve: json::<ExplainRequest>(),
     },
     Operation {
         name: "create_project",

@@ -9,7 +9,6 @@
 //! the declaration index finds it (see [`crate::declarations`]). A refused
 //! request appends nothing.
 
-use super::publish::request_digest;
 use super::read::body_reference;
 use crate::backend::CallError;
 use crate::blobs;
@@ -24,7 +23,7 @@ use crate::request::{DeclareRequest, Statement};
 use crate::world::{ensure_child, setup_operation_id};
 use crate::{Call, Reply};
 use base64::Engine as _;
-use lab_coord_auth::{admission_signing_bytes, canonical_json, GrantKind, Principal, SigningKey};
+use lab_coord_auth::{canonical_json, GrantKind, Principal, SigningKey, ADMISSION_PURPOSE};
 use lab_guest::lab::platform::clock;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -137,8 +136,8 @@ fn replay(
     space: &Space,
     id: &str,
 ) -> Result<Reply, Refusal> {
-    let envelope = declarations::envelope(&indexed.envelope)?;
-    if envelope["request_digest"].as_str() != Some(digest.to_string().as_str()) {
+    let envelope = declarations::summary(&indexed.envelope)?;
+    if envelope.request_digest != *digest {
         return Err(Refusal::IdempotencyMismatch(
             "this operation ID was accepted before with a different request".into(),
         ));
@@ -158,8 +157,8 @@ fn result(space: &Space, position: u64, id: &str, envelope: &Hash, replayed: boo
     )
 }
 
-fn retain(document: &Value) -> Result<Hash, Refusal> {
-    let retained = blobs::put(canonical_json(document)).map_err(|e| match e.code() {
+fn retain(document: Vec<u8>) -> Result<Hash, Refusal> {
+    let retained = blobs::put(document).map_err(|e| match e.code() {
         Some("too_large") => {
             Refusal::LimitExceeded("the declaration exceeds the per-object limit".into())
         }
@@ -220,19 +219,24 @@ pub fn declare(call: &mut Call<'_>, request: DeclareRequest) -> Result<Reply, Re
         })?;
     // 7. Replay, else build, retain and append.
     let id = assertion_id(&publisher, &request.operation_id, &artifact);
-    let normalized = json!({
-        "operation_id": request.operation_id,
-        "artifact": path,
-        "statement": statement.to_json(),
-    });
-    let digest = request_digest("declare", &space, &normalized, None)?;
+    let statement_json = statement.canonical();
+    // The normalized request `{operation_id, artifact, statement}`:
+    // `statement` sorts last, so it is spliced in after this prefix.
+    let request_prefix = spliced_prefix(
+        json!({ "operation_id": request.operation_id, "artifact": path, "statement": null }),
+        "statement",
+    );
+    let request_json: [&[u8]; 3] = [&request_prefix, &statement_json, b"}"];
+    let digest = request_digest(&space, &request_json);
     if let Some(indexed) = declarations::find(&space, &id)? {
         return replay(&indexed, &digest, &space, &id);
     }
     let envelope = Envelope {
         call,
-        request: &request,
-        normalized,
+        body: &request.body,
+        evidence: &statement.evidence,
+        request: &request_json,
+        statement: &statement_json,
         digest,
         id: &id,
         publisher,
@@ -241,7 +245,7 @@ pub fn declare(call: &mut Call<'_>, request: DeclareRequest) -> Result<Reply, Re
         content: content.clone(),
     }
     .build(&root)?;
-    let envelope_hash = retain(&envelope)?;
+    let envelope_hash = retain(envelope)?;
     let facts = batch(&id, &envelope_hash, &content, statement, &publisher);
     let operation_id = format!("coord.declaration.{}", &id[4..]);
     match journal::append(&space, &facts, &operation_id, None) {
@@ -296,11 +300,86 @@ fn batch(
     facts.iter().map(Fact::encode).collect()
 }
 
+/// HTTP.md decision 7 for `declare` on the declarations space, the
+/// normalized request given as canonical JSON in parts: `request` sorts
+/// last in the digested document, so it is hashed after its prefix.
+fn request_digest(space: &Space, request: &[&[u8]]) -> Hash {
+    let document = json!({
+        "purpose": "coord.request-digest.v1",
+        "op": "declare",
+        "destination": { "root_id": space.root_id, "space_id": space.space_id, "path": space.path },
+        "request": null,
+    });
+    let mut hasher = Sha256::new();
+    hasher.update(spliced_prefix(document, "request"));
+    request.iter().for_each(|part| hasher.update(part));
+    hasher.update(b"}");
+    Hash(hasher.finalize().into())
+}
+
+/// The RFC 8785 JSON of `document` up to and including the name of its
+/// `last` member, which must sort last and hold null: the caller appends
+/// that member's canonical value and `}`.
+fn spliced_prefix(document: Value, last: &str) -> Vec<u8> {
+    let mut canonical = canonical_json(&document);
+    let suffix = format!("\"{last}\":null}}");
+    assert!(
+        canonical.ends_with(suffix.as_bytes()),
+        "`{last}` sorts last in its document"
+    );
+    canonical.truncate(canonical.len() - "null}".len());
+    canonical
+}
+
+/// How a placeholder string starts in canonical JSON: a NUL, which no
+/// label, key or ID of the documents spliced here can hold.
+const PLACEHOLDER: &[u8] = b"\"\\u0000";
+
+/// A placeholder [`spliced`] replaces.
+fn placeholder(name: &str) -> Value {
+    json!(format!("\u{0}{name}"))
+}
+
+/// RFC 8785 JSON of `document` with each placeholder string replaced by
+/// the concatenated parts given for its name (canonical JSON already).
+/// Large members (the request body, the statement) are written once into
+/// one buffer of the right size, never held as value trees.
+fn spliced(document: &Value, parts: &[(&str, &[&[u8]])]) -> Vec<u8> {
+    let canonical = canonical_json(document);
+    let extra: usize = parts
+        .iter()
+        .flat_map(|(_, p)| p.iter())
+        .map(|p| p.len())
+        .sum();
+    let mut out = Vec::with_capacity(canonical.len() + extra);
+    let mut rest = &canonical[..];
+    while let Some(at) = rest
+        .windows(PLACEHOLDER.len())
+        .position(|w| w == PLACEHOLDER)
+    {
+        let after = &rest[at + PLACEHOLDER.len()..];
+        let (name, pieces) = parts
+            .iter()
+            .find(|(name, _)| after.starts_with(format!("{name}\"").as_bytes()))
+            .expect("every placeholder has its parts");
+        out.extend_from_slice(&rest[..at]);
+        pieces.iter().for_each(|piece| out.extend_from_slice(piece));
+        rest = &after[name.len() + 1..];
+    }
+    out.extend_from_slice(rest);
+    out
+}
+
 /// What the envelope (DeclarationRecord) is made of.
 struct Envelope<'a, 'c> {
     call: &'a Call<'c>,
-    request: &'a DeclareRequest,
-    normalized: Value,
+    /// The exact request body.
+    body: &'a [u8],
+    evidence: &'a [EntryRef],
+    /// The normalized request's canonical JSON, in parts.
+    request: &'a [&'a [u8]],
+    /// The normalized statement's canonical JSON.
+    statement: &'a [u8],
     digest: Hash,
     id: &'a str,
     publisher: Principal,
@@ -310,18 +389,12 @@ struct Envelope<'a, 'c> {
 }
 
 impl Envelope<'_, '_> {
-    /// Retains the frame and answers the envelope, its admission signed by
-    /// the root.
-    fn build(self, root: &SigningKey) -> Result<Value, Refusal> {
+    /// Retains the frame and answers the envelope's canonical JSON, its
+    /// admission signed by the root.
+    fn build(self, root: &SigningKey) -> Result<Vec<u8>, Refusal> {
         let b64 = base64::engine::general_purpose::STANDARD;
         let carriage = &self.call.carriage;
-        let evidence: Vec<Value> = self
-            .request
-            .statement
-            .evidence
-            .iter()
-            .map(EntryRef::to_json)
-            .collect();
+        let evidence: Vec<Value> = self.evidence.iter().map(EntryRef::to_json).collect();
         let frame = json!({
             "policy": POLICY,
             "content": self.content.to_json(),
@@ -329,7 +402,7 @@ impl Envelope<'_, '_> {
             "grants": carriage.to_json()["grants"],
             "proof": carriage.proof.to_json(),
         });
-        let frame_hash = retain(&frame)?;
+        let frame_hash = retain(canonical_json(&frame))?;
         let now = clock::now();
         let mut admission = json!({
             "world": self.call.settings.world,
@@ -340,20 +413,80 @@ impl Envelope<'_, '_> {
             "policy": POLICY,
             "accepted_at": lab_kit::time::rfc3339_micros(now.seconds, now.nanoseconds),
             "auth": carriage.to_json(),
-            "request_body": b64.encode(&self.request.body),
+            "request_body": placeholder("body"),
         });
-        let signature = lab_coord_auth::sign(root, &admission_signing_bytes(&admission));
+        // Base64 needs no escaping in a JSON string.
+        let body = [b"\"".as_slice(), b64.encode(self.body).as_bytes(), b"\""].concat();
+        let body: &[&[u8]] = &[&body];
+        // `admission_signing_bytes`, with the body spliced in.
+        let signing = spliced(
+            &json!({ "purpose": ADMISSION_PURPOSE, "admission": admission }),
+            &[("body", body)],
+        );
+        let signature = lab_coord_auth::sign(root, &signing);
+        drop(signing);
         admission["signature"] = json!(b64.encode(signature));
-        Ok(json!({
+        let record = json!({
             "purpose": "coord.declaration-record.v1",
             "assertion_id": self.id,
-            "request": self.normalized,
+            "request": placeholder("request"),
             "request_digest": self.digest.to_string(),
-            "statement": self.normalized["statement"],
+            "statement": placeholder("statement"),
             "content": { "entry": self.content_entry.to_json(), "artifact": self.content.to_json() },
             "publisher": self.publisher.to_string(),
             "frame": frame,
             "admission": admission,
-        }))
+        });
+        Ok(spliced(
+            &record,
+            &[
+                ("body", body),
+                ("request", self.request),
+                ("statement", &[self.statement]),
+            ],
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Splicing writes what canonicalizing the whole tree writes.
+    #[test]
+    fn splicing_agrees_with_the_tree() {
+        let statement = json!({ "value": { "b": [1, "x\u{1}"], "a": null }, "subject": "s#l" });
+        let canonical_statement = canonical_json(&statement);
+        let body = b"\"eyJ9\"".as_slice();
+        let document = json!({
+            "z": placeholder("statement"),
+            "a": { "request_body": placeholder("body"), "k": 1 },
+            "m": placeholder("request"),
+        });
+        let request_prefix = spliced_prefix(json!({ "a": 1, "statement": null }), "statement");
+        let request: &[&[u8]] = &[&request_prefix, &canonical_statement, b"}"];
+        let out = spliced(
+            &document,
+            &[
+                ("body", &[body]),
+                ("request", request),
+                ("statement", &[&canonical_statement]),
+            ],
+        );
+        let tree = json!({
+            "z": statement,
+            "a": { "request_body": "eyJ9", "k": 1 },
+            "m": { "a": 1, "statement": statement },
+        });
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            String::from_utf8(canonical_json(&tree)).unwrap()
+        );
+        let mut hasher = Sha256::new();
+        request.iter().for_each(|part| hasher.update(part));
+        assert_eq!(
+            Hash(hasher.finalize().into()),
+            Hash::of(&canonical_json(&json!({ "a": 1, "statement": statement })))
+        );
     }
 }

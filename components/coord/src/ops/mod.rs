@@ -6,6 +6,7 @@
 //! - [`export`]: `export`, resumable by cursor.
 //! - [`provision`]: the provisioning verbs and `create_artifact`.
 //! - [`declare`]: `declare`, its admission and its replay.
+//! - [`views`]: `compose`, `query`, `explain`.
 
 pub mod content;
 pub mod declare;
@@ -13,14 +14,16 @@ pub mod export;
 pub mod provision;
 pub mod publish;
 pub mod read;
+pub mod views;
 
 use crate::backend::CallError;
 use crate::facts;
 use crate::journal::Space;
 use crate::refusal::Refusal;
 use crate::request::{
-    self, AssignRequest, CreateArtifactRequest, CreateCampaignRequest, CreateProjectRequest,
-    DeclareRequest, Decoded, ProvisionWorkerRequest, PublishRequest, RetireWorkerRequest,
+    self, AssignRequest, ComposeRequest, CreateArtifactRequest, CreateCampaignRequest,
+    CreateProjectRequest, DeclareRequest, Decoded, ExplainRequest, ProvisionWorkerRequest,
+    PublishRequest, QueryRequest, RetireWorkerRequest,
 };
 use crate::table::Serve;
 use crate::world::World;
@@ -99,6 +102,9 @@ json_operations! {
     ProvisionWorkerRequest => request::provision_worker, provision::provision_worker;
     RetireWorkerRequest => request::retire_worker, provision::retire_worker;
     AssignRequest => request::assign, provision::assign;
+    ComposeRequest => request::compose, views::compose;
+    QueryRequest => request::query, views::query;
+    ExplainRequest => request::explain, views::explain;
 }
 
 /// A read of a journal refused: `invalid` keeps its field (a cutoff inside

@@ -98,7 +98,7 @@ pub fn request_digest(
     Ok(Hash(hasher.finalize().into()))
 }
 
-fn record_json(fact: &RecordFact, entry: &Value) -> Value {
+pub(crate) fn record_json(fact: &RecordFact, entry: &Value) -> Value {
     let mut json = Fact::Record(fact.clone()).to_json();
     json["entry"] = entry.clone();
     json
