@@ -14,8 +14,8 @@
 //!   from as many, in alternating rounds: what an attributed declaration
 //!   (content check, retained envelope and frame, root signature, index)
 //!   costs over a record;
-//! - `query` pages (`limit` 128) of a view of 10,000 declarations: the
-//!   first page against a signed `entries` page of 128 of the same
+//! - `query` pages (`limit` 125, every page full) of a view of 10,000 declarations: the
+//!   first page against a signed `entries` page of 125 of the same
 //!   declarations journal (c=1), the last page against the first (their
 //!   costs must be within 2x: cost follows the page, not the view), and
 //!   every page in turn from 16 clients against that `entries` page;
@@ -97,8 +97,9 @@ const ARTIFACTS: usize = 4;
 const VIEW_ARTIFACT: &str = "viewed";
 /// Selections of the queried view.
 const VIEW_SELECTIONS: u64 = 10_000;
-/// Records per query page, and entries per page of its baseline.
-const QUERY_PAGE: u64 = 128;
+/// Records per query page, and entries per page of its baseline: it
+/// divides `VIEW_SELECTIONS`, so the last page is as full as the first.
+const QUERY_PAGE: u64 = 125;
 /// Clients that declare the view's declarations.
 const FILL_CLIENTS: usize = 16;
 /// Bound on the time filling the view's artifact may take.
@@ -197,7 +198,7 @@ impl Call {
         Call::new(Request::new("compose")?.body(body.to_string()), path)
     }
 
-    /// One page (`limit` 128) of `view`, unfiltered, from `cursor`.
+    /// One page (`limit` `QUERY_PAGE`) of `view`, unfiltered, from `cursor`.
     fn query(view: &Value, cursor: Option<&str>) -> Result<Call> {
         let mut body = json!({ "view": view, "filters": {}, "limit": QUERY_PAGE });
         if let Some(cursor) = cursor {
