@@ -9,6 +9,16 @@
 //!   service's cost on top of the journal append underneath a publish;
 //! - signed `entries` (`limit=1`) of those leaves against the journal's
 //!   unsigned `read` (`limit` 1) of the same leaf journals;
+//! - signed `declare` (each a new operation ID, round robin over
+//!   `ARTIFACTS` artifacts) from 1 and 16 clients against signed `publish`
+//!   from as many, in alternating rounds: what an attributed declaration
+//!   (content check, retained envelope and frame, root signature, index)
+//!   costs over a record;
+//! - `query` pages (`limit` 125, every page full) of a view of 10,000 declarations: the
+//!   first page against a signed `entries` page of 125 of the same
+//!   declarations journal (c=1), the last page against the first (their
+//!   costs must be within 2x: cost follows the page, not the view), and
+//!   every page in turn from 16 clients against that `entries` page;
 //! - the verifier on one core, in this process: a bare strict Ed25519
 //!   verify, and the service's whole check of a publish (decode the
 //!   `Svc-Auth` header, rebuild the signing record, verify the proof and
@@ -49,7 +59,7 @@ use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// The project the records go to.
@@ -80,6 +90,20 @@ const AUTH_TIME: Duration = Duration::from_secs(1);
 /// Signed publish carriages the check loop cycles through (each pass with
 /// a new replay cache, since a nonce is good once).
 const POOL: usize = 2_000;
+/// Artifacts the declarations go to (`projects/bench/artifacts/a<i>`),
+/// round robin like the record leaves.
+const ARTIFACTS: usize = 4;
+/// The artifact whose declarations the queried view selects.
+const VIEW_ARTIFACT: &str = "viewed";
+/// Selections of the queried view.
+const VIEW_SELECTIONS: u64 = 10_000;
+/// Records per query page, and entries per page of its baseline: it
+/// divides `VIEW_SELECTIONS`, so the last page is as full as the first.
+const QUERY_PAGE: u64 = 125;
+/// Clients that declare the view's declarations.
+const FILL_CLIENTS: usize = 16;
+/// Bound on the time filling the view's artifact may take.
+const FILL_TIME: Duration = Duration::from_secs(600);
 /// The seed of the publishing key.
 const PUBLISHER_SEED: [u8; 32] = [7; 32];
 
@@ -123,6 +147,75 @@ impl Call {
         Call::new(Request::new("publish")?.body(body.to_string()), path)
     }
 
+    /// A declaration about artifact `artifact` (`projects/bench/artifacts/<artifact>`):
+    /// subject `doc#s<n mod 64>`, property `p<n mod 8>`, value `n`.
+    fn declare(operation_id: &str, artifact: &str, n: u64) -> Result<Call> {
+        let path = artifact_path(artifact);
+        let body = json!({
+            "operation_id": operation_id,
+            "artifact": path,
+            "statement": {
+                "subject": format!("doc#s{}", n % 64),
+                "property": format!("p{}", n % 8),
+                "value": n,
+            },
+        });
+        Call::new(Request::new("declare")?.body(body.to_string()), path)
+    }
+
+    /// `bytes` retained under the type `kind` (its own digest when none).
+    fn retain(bytes: &[u8], kind: Option<&str>) -> Result<Call> {
+        let path: Vec<String> = vec!["projects".into(), PROJECT.into()];
+        let kind = kind.map_or_else(|| sha256_name(bytes), str::to_string);
+        let request = Request::new("retain")?
+            .path(path.clone())
+            .string("type", kind)
+            .body(bytes.to_vec());
+        Call::new(request, path)
+    }
+
+    fn create_artifact(label: &str, artifact: &Value) -> Result<Call> {
+        let path = artifact_path(label);
+        let body = json!({ "operation_id": label, "path": path, "artifact": artifact });
+        Call::new(
+            Request::new("create_artifact")?.body(body.to_string()),
+            path,
+        )
+    }
+
+    /// The view `projects/bench/views/<name>` of `selections`, rules by default.
+    fn compose(name: &str, selections: &[Value]) -> Result<Call> {
+        let path: Vec<String> = ["projects", PROJECT, "views", name]
+            .map(String::from)
+            .to_vec();
+        let body = json!({
+            "operation_id": name,
+            "path": path,
+            "selections": selections,
+            "rules": {},
+            "interpretation_profile": "coord/view/1",
+        });
+        Call::new(Request::new("compose")?.body(body.to_string()), path)
+    }
+
+    /// One page (`limit` `QUERY_PAGE`) of `view`, unfiltered, from `cursor`.
+    fn query(view: &Value, cursor: Option<&str>) -> Result<Call> {
+        let mut body = json!({ "view": view, "filters": {}, "limit": QUERY_PAGE });
+        if let Some(cursor) = cursor {
+            body["cursor"] = json!(cursor);
+        }
+        let path = vec!["projects".into(), PROJECT.into()];
+        Call::new(Request::new("query")?.body(body.to_string()), path)
+    }
+
+    /// A page of `QUERY_PAGE` entries of the journal at `path`.
+    fn entries_page(path: &[String]) -> Result<Call> {
+        let request = Request::new("entries")?
+            .path(path.to_vec())
+            .int("limit", QUERY_PAGE as i64);
+        Call::new(request, path.to_vec())
+    }
+
     /// The first entry of leaf `leaf`.
     fn entries(leaf: usize) -> Result<Call> {
         let path = leaf_path(leaf);
@@ -142,6 +235,17 @@ impl Call {
         self.request.operation.grant
     }
 
+    /// The grant kinds it must carry: its operation's, and `read` where
+    /// the operation also reads what it cites (a declaration's content, a
+    /// view's selections).
+    fn kinds(&self) -> Vec<GrantKind> {
+        let kind = self.request.operation.grant;
+        match self.request.op() {
+            "declare" | "compose" => vec![kind, GrantKind::Read],
+            _ => vec![kind],
+        }
+    }
+
     /// What the service rebuilds the signing record from.
     fn facts(&self) -> RequestFacts<'_> {
         RequestFacts {
@@ -150,6 +254,19 @@ impl Call {
             body_digest: BodyDigest::of(&self.request.body),
         }
     }
+}
+
+/// `projects/<PROJECT>/artifacts/<label>`.
+fn artifact_path(label: &str) -> Vec<String> {
+    ["projects", PROJECT, "artifacts", label]
+        .map(String::from)
+        .to_vec()
+}
+
+/// `sha256:` and the hex digest of `bytes`: a blob's name.
+fn sha256_name(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    format!("sha256:{:x}", sha2::Sha256::digest(bytes))
 }
 
 /// `projects/<PROJECT>/snapshots/s<leaf>`.
@@ -245,17 +362,23 @@ impl Signer {
         })
     }
 
-    /// A fresh proof of `call` with the grant it needs.
+    /// A fresh proof of `call` with the grants it needs.
     fn carriage(&self, call: &Call) -> Result<Carriage> {
-        let grant = self
-            .grants
-            .iter()
-            .find(|g| g.kind == call.kind())
-            .with_context(|| format!("the signer holds no {} grant", call.kind()))?;
+        let grants = call
+            .kinds()
+            .into_iter()
+            .map(|kind| {
+                self.grants
+                    .iter()
+                    .find(|g| g.kind == kind)
+                    .cloned()
+                    .with_context(|| format!("the signer holds no {kind} grant"))
+            })
+            .collect::<Result<Vec<_>>>()?;
         let n = self.next_nonce.fetch_add(1, Ordering::Relaxed);
         Ok(call.request.carriage(
             &self.key,
-            vec![grant.clone()],
+            grants,
             &nonce(self.nonce_prefix, n),
             now(),
             &self.audience,
@@ -352,9 +475,16 @@ pub async fn run(target: Target, threads: usize) -> Result<Vec<Row>> {
         &world,
         &root,
         SigningKey::from_bytes(&PUBLISHER_SEED),
-        &[GrantKind::Publish, GrantKind::Read],
+        &[GrantKind::Publish, GrantKind::Read, GrantKind::Declare],
         &["projects".into(), PROJECT.into()],
     )?);
+    let mut artifacts = Vec::new();
+    for label in (0..ARTIFACTS)
+        .map(|i| format!("a{i}"))
+        .chain([VIEW_ARTIFACT.to_string()])
+    {
+        artifacts.push(create_artifact(coord, &publisher, &label).await?);
+    }
 
     // The first record of each leaf creates it; its entry names the leaf's
     // journal, which the read baseline reads directly.
@@ -384,6 +514,7 @@ pub async fn run(target: Target, threads: usize) -> Result<Vec<Row>> {
         journals: Arc::new(journals),
         leaves: Arc::new(leaves),
         run: AtomicU64::new(0),
+        view: Arc::new(OnceLock::new()),
     };
 
     let mut rows = Vec::new();
@@ -412,6 +543,52 @@ pub async fn run(target: Target, threads: usize) -> Result<Vec<Row>> {
         reads.push((clients, entries));
     }
 
+    for clients in CLIENTS {
+        progress(&format!("coord: declare, c={clients}"));
+        let (declare, publish) = bench
+            .compare_signed(Kind::Declare, Kind::Publish, clients)
+            .await?;
+        rows.push(load_row(
+            &format!("coord declare, c={clients}, {ARTIFACTS} artifacts"),
+            &declare,
+            &publish,
+            &format!("coord publish, {LEAVES} leaves"),
+        ));
+    }
+
+    let declarations = artifacts.last().context("the view's artifact")?;
+    bench.compose_view(declarations).await?;
+    let (first, entries) = bench
+        .compare_signed(Kind::Query(Page::First), Kind::DeclarationsPage, 1)
+        .await?;
+    let what = format!("coord query, {VIEW_SELECTIONS}-selection view, limit {QUERY_PAGE}");
+    rows.push(load_row(
+        &format!("{what}, first page, c=1: pages"),
+        &first,
+        &entries,
+        &format!("coord entries limit={QUERY_PAGE} of its declarations journal"),
+    ));
+    let (last, first) = bench
+        .compare_signed(Kind::Query(Page::Last), Kind::Query(Page::First), 1)
+        .await?;
+    let mut last_row = load_row(
+        &format!("{what}, last page, c=1: pages"),
+        &last,
+        &first,
+        "first pages",
+    );
+    last_row.target = "last page costs <= 2x the first".into();
+    rows.push(last_row);
+    let (each, entries) = bench
+        .compare_signed(Kind::Query(Page::Each), Kind::DeclarationsPage, 16)
+        .await?;
+    rows.push(load_row(
+        &format!("{what}, every page in turn, c=16: pages"),
+        &each,
+        &entries,
+        &format!("coord entries limit={QUERY_PAGE} of its declarations journal"),
+    ));
+
     progress("coord: verifier, one core");
     let auth = tokio::task::block_in_place(|| auth_costs(&bench.publisher, &world, &root))?;
     rows.extend(auth.rows());
@@ -423,12 +600,74 @@ pub async fn run(target: Target, threads: usize) -> Result<Vec<Row>> {
     Ok(rows)
 }
 
+/// Retains a small content and names it as the artifact
+/// `projects/bench/artifacts/<label>`; the path of its declarations journal.
+async fn create_artifact(addr: SocketAddr, signer: &Signer, label: &str) -> Result<Vec<String>> {
+    let descriptor = br#"{"interpretation":"text"}"#;
+    let kind = once(
+        addr,
+        &signer.request(&Call::retain(descriptor, None)?)?,
+        200,
+    )
+    .await?;
+    let kind = kind["bytes"]
+        .as_str()
+        .context("retain names the descriptor")?
+        .to_string();
+    let content = format!("bench artifact {label}\n");
+    let bytes = once(
+        addr,
+        &signer.request(&Call::retain(content.as_bytes(), Some(&kind))?)?,
+        200,
+    )
+    .await?;
+    let artifact = json!({ "bytes": bytes["bytes"], "type": kind });
+    let created = once(
+        addr,
+        &signer.request(&Call::create_artifact(label, &artifact)?)?,
+        201,
+    )
+    .await?;
+    let path = created["declarations"]["path"]
+        .as_array()
+        .context("create_artifact names the declarations space")?;
+    path.iter()
+        .map(|label| label.as_str().map(str::to_string).context("a path label"))
+        .collect()
+}
+
 /// What is measured: a signed coordination operation and, beside it, the
 /// unsigned journal operation underneath it.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Kind {
     Publish,
     Entries,
+    /// A new declaration about one of the `ARTIFACTS` artifacts.
+    Declare,
+    /// A new declaration about the view's artifact (setup).
+    Fill,
+    /// A page of the view: the first, the last, or each in turn.
+    Query(Page),
+    /// A page of `QUERY_PAGE` entries of the view artifact's
+    /// declarations journal, from its start.
+    DeclarationsPage,
+}
+
+/// Which page of the view a query asks for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Page {
+    First,
+    Last,
+    Each,
+}
+
+/// The queried view and the cursors that reach each of its pages.
+struct View {
+    entry: Value,
+    /// `cursors[i]` asks for page `i` (none for the first).
+    cursors: Vec<Option<String>>,
+    /// Path of the view artifact's declarations journal.
+    declarations: Vec<String>,
 }
 
 /// Everything a measured run needs.
@@ -442,6 +681,8 @@ struct Bench {
     leaves: Arc<Vec<String>>,
     /// Numbers runs, keeping operation IDs unique.
     run: AtomicU64,
+    /// Set once the view is composed.
+    view: Arc<OnceLock<View>>,
 }
 
 impl Bench {
@@ -468,14 +709,161 @@ impl Bench {
         Ok((figure, baseline))
     }
 
-    /// The call client `client` of `clients` makes `n`th in run `run`:
-    /// round robin over the leaves.
-    fn call(kind: Kind, run: u64, clients: usize, client: usize, n: u64) -> Result<Call> {
-        let leaf = (client + n as usize * clients) % LEAVES;
-        match kind {
-            Kind::Publish => Call::publish(&format!("r{run}-c{client}-{n}"), leaf, n),
-            Kind::Entries => Call::entries(leaf),
+    /// Two signed figures in alternating rounds after one warm-up each:
+    /// `kind` against `baseline`, with the same clients.
+    async fn compare_signed(
+        &self,
+        kind: Kind,
+        baseline: Kind,
+        clients: usize,
+    ) -> Result<(Load, Load)> {
+        let time = ROW_TIME / ROUNDS;
+        let mut rates = [0.0f64; 2];
+        for (i, k) in [kind, baseline].into_iter().enumerate() {
+            rates[i] = self
+                .load(self.signing_feeds(k, clients), WARMUP, k, true)
+                .await?
+                .per_second();
         }
+        let mut loads = [Load::default(), Load::default()];
+        for _ in 0..ROUNDS {
+            for (i, k) in [kind, baseline].into_iter().enumerate() {
+                let feeds = self.signed_feeds(k, clients, supply(rates[i], time, clients))?;
+                let load = self.load(feeds, time, k, true).await?;
+                rates[i] = rates[i].max(load.per_second());
+                loads[i].add(&load);
+            }
+        }
+        let [figure, base] = loads;
+        Ok((figure, base))
+    }
+
+    /// The call client `client` of `clients` makes `n`th in run `run`:
+    /// round robin over the leaves, the artifacts or the view's pages.
+    fn call(
+        view: &OnceLock<View>,
+        kind: Kind,
+        run: u64,
+        clients: usize,
+        client: usize,
+        n: u64,
+    ) -> Result<Call> {
+        let turn = client + n as usize * clients;
+        let id = format!("r{run}-c{client}-{n}");
+        let view = || view.get().context("the view is not composed yet");
+        match kind {
+            Kind::Publish => Call::publish(&id, turn % LEAVES, n),
+            Kind::Entries => Call::entries(turn % LEAVES),
+            Kind::Declare => Call::declare(&id, &format!("a{}", turn % ARTIFACTS), n),
+            Kind::Fill => Call::declare(&id, VIEW_ARTIFACT, turn as u64),
+            Kind::Query(page) => {
+                let view = view()?;
+                let page = match page {
+                    Page::First => 0,
+                    Page::Last => view.cursors.len() - 1,
+                    Page::Each => turn % view.cursors.len(),
+                };
+                Call::query(&view.entry, view.cursors[page].as_deref())
+            }
+            Kind::DeclarationsPage => Call::entries_page(&view()?.declarations),
+        }
+    }
+
+    /// Declares `VIEW_SELECTIONS` statements about the view's artifact
+    /// (from `FILL_CLIENTS` clients, signed ahead), composes the view of
+    /// all of them, and walks its pages once for their cursors.
+    async fn compose_view(&self, declarations: &[String]) -> Result<()> {
+        progress(&format!(
+            "coord: declaring {VIEW_SELECTIONS} statements to select"
+        ));
+        let per_client = VIEW_SELECTIONS / FILL_CLIENTS as u64;
+        ensure!(
+            per_client * FILL_CLIENTS as u64 == VIEW_SELECTIONS,
+            "uneven fill"
+        );
+        let feeds = self.signed_feeds(Kind::Fill, FILL_CLIENTS, per_client)?;
+        let filled = self.load(feeds, FILL_TIME, Kind::Fill, true).await?;
+        ensure!(
+            filled.requests == VIEW_SELECTIONS,
+            "{} of {VIEW_SELECTIONS} declarations made in {FILL_TIME:?}",
+            filled.requests
+        );
+
+        let addr = self.target.operations;
+        let publisher = &self.publisher;
+        let mut selections = Vec::new();
+        let (mut after, mut through) = (0u64, None::<u64>);
+        loop {
+            let mut request = Request::new("entries")?
+                .path(declarations.to_vec())
+                .int("after", after as i64)
+                .int("limit", QUERY_PAGE as i64);
+            if let Some(through) = through {
+                request = request.int("through", through as i64);
+            }
+            let page = once(
+                addr,
+                &publisher.request(&Call::new(request, declarations.to_vec())?)?,
+                200,
+            )
+            .await?;
+            through = page["through"].as_u64();
+            for entry in page["entries"].as_array().context("entries")? {
+                if entry.get("declaration").is_some() {
+                    selections.push(entry["ref"].clone());
+                }
+            }
+            match page.get("next_after").and_then(Value::as_u64) {
+                Some(next) => after = next,
+                None => break,
+            }
+        }
+        ensure!(
+            selections.len() as u64 == VIEW_SELECTIONS,
+            "the artifact holds {} declarations",
+            selections.len()
+        );
+
+        progress("coord: composing the view");
+        let started = Instant::now();
+        let composed = once(
+            addr,
+            &publisher.request(&Call::compose("bench", &selections)?)?,
+            201,
+        )
+        .await?;
+        progress(&format!(
+            "coord: composed {VIEW_SELECTIONS} selections in {:.1} s",
+            started.elapsed().as_secs_f64()
+        ));
+        let entry = composed["record"]["entry"].clone();
+        let mut cursors = vec![None];
+        loop {
+            let cursor = cursors.last().cloned().flatten();
+            let page = once(
+                addr,
+                &publisher.request(&Call::query(&entry, cursor.as_deref())?)?,
+                200,
+            )
+            .await?;
+            match page.get("next_cursor").and_then(Value::as_str) {
+                Some(next) => cursors.push(Some(next.to_string())),
+                None => break,
+            }
+        }
+        ensure!(
+            cursors.len() as u64 == VIEW_SELECTIONS.div_ceil(QUERY_PAGE),
+            "the view has {} pages",
+            cursors.len()
+        );
+        let view = View {
+            entry,
+            cursors,
+            declarations: declarations.to_vec(),
+        };
+        self.view
+            .set(view)
+            .map_err(|_| anyhow::anyhow!("the view is composed twice"))
     }
 
     fn next_run(&self) -> u64 {
@@ -485,8 +873,10 @@ impl Bench {
     /// Feeds that sign each request as they send it (the warm-ups).
     fn signing_feeds(&self, kind: Kind, clients: usize) -> Vec<Feed> {
         let (run, signer) = (self.next_run(), Arc::clone(&self.publisher));
-        let build: Arc<Build> =
-            Arc::new(move |client, n| signer.request(&Bench::call(kind, run, clients, client, n)?));
+        let view = Arc::clone(&self.view);
+        let build: Arc<Build> = Arc::new(move |client, n| {
+            signer.request(&Bench::call(&view, kind, run, clients, client, n)?)
+        });
         (0..clients)
             .map(|_| Feed::Built(Arc::clone(&build)))
             .collect()
@@ -498,7 +888,7 @@ impl Bench {
         let run = self.next_run();
         let total = clients as u64 * per_client;
         let started = Instant::now();
-        let signer = &*self.publisher;
+        let (signer, view) = (&*self.publisher, &*self.view);
         let chunk = total.div_ceil(self.threads as u64).max(1);
         let signed = tokio::task::block_in_place(|| {
             std::thread::scope(|scope| {
@@ -509,7 +899,8 @@ impl Bench {
                             (from..total.min(from + chunk))
                                 .map(|i| {
                                     let (client, n) = ((i / per_client) as usize, i % per_client);
-                                    signer.request(&Bench::call(kind, run, clients, client, n)?)
+                                    signer
+                                        .request(&Bench::call(view, kind, run, clients, client, n)?)
                                 })
                                 .collect::<Result<Vec<_>>>()
                         })
@@ -541,29 +932,29 @@ impl Bench {
 
     /// Feeds of the unsigned journal operation under `kind`, built as sent:
     /// an append of one fact into the baseline journals (each a new
-    /// operation ID), or a read of the first entry of the leaves' journals.
+    /// operation ID) under `Kind::Publish`, else a read of the first entry
+    /// of the leaves' journals.
     fn journal_feeds(&self, kind: Kind, clients: usize) -> Vec<Feed> {
         let (run, addr) = (self.next_run(), self.target.journal);
         let fact = journal::base64(&journal::fact("bench", 0));
-        let spaces = Arc::clone(match kind {
-            Kind::Publish => &self.journals,
-            Kind::Entries => &self.leaves,
-        });
+        let append = kind == Kind::Publish;
+        let spaces = Arc::clone(if append { &self.journals } else { &self.leaves });
         let build: Arc<Build> = Arc::new(move |client, n| {
             let space = &spaces[(client + n as usize * clients) % spaces.len()];
-            Ok(match kind {
-                Kind::Publish => journal_request(
+            Ok(if append {
+                journal_request(
                     addr,
                     "append",
                     &format!(
                         r#"{{"space":{space},"facts":["{fact}"],"operation_id":"r{run}-c{client}-{n}"}}"#
                     ),
-                ),
-                Kind::Entries => journal_request(
+                )
+            } else {
+                journal_request(
                     addr,
                     "read",
                     &format!(r#"{{"space":{space},"after":0,"limit":1}}"#),
-                ),
+                )
             })
         });
         (0..clients)
@@ -592,10 +983,36 @@ impl Bench {
                 journal::appended(answer, 1).map(drop)
             }),
             (Kind::Entries, true) => (self.target.operations, 200, one_entry),
-            (Kind::Entries, false) => (self.target.journal, 200, one_entry),
+            (_, false) => (self.target.journal, 200, one_entry),
+            (Kind::Declare | Kind::Fill, _) => (self.target.operations, 201, |answer| {
+                ensure!(
+                    answer["replayed"] == false && answer["declaration"]["position"].is_u64(),
+                    "declare answered {answer}"
+                );
+                Ok(())
+            }),
+            (Kind::Query(_), _) => (self.target.operations, 200, full_page),
+            (Kind::DeclarationsPage, _) => (self.target.operations, 200, |answer| {
+                ensure!(
+                    answer["entries"].as_array().map(Vec::len) == Some(QUERY_PAGE as usize),
+                    "entries answered {answer}"
+                );
+                Ok(())
+            }),
         };
         load(addr, self.target.pid, feeds, time, want, check).await
     }
+}
+
+/// A query page holding `QUERY_PAGE` records, or the view's last page.
+fn full_page(answer: &Value) -> Result<()> {
+    let records = answer["records"].as_array().map_or(0, Vec::len) as u64;
+    let last = VIEW_SELECTIONS % QUERY_PAGE;
+    ensure!(
+        records == QUERY_PAGE || (answer.get("next_cursor").is_none() && records == last),
+        "query answered {answer}"
+    );
+    Ok(())
 }
 
 fn one_entry(answer: &Value) -> Result<()> {
