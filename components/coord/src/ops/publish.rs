@@ -157,6 +157,24 @@ fn recover(found: Vec<(Value, RecordFact)>, digest: &Hash) -> Result<Option<Admi
     }))
 }
 
+/// Steps 1 and 2 alone: an earlier admission of this request in `leaf`
+/// (`idempotency_mismatch` for another request under its identity), for a
+/// writer whose payload costs more to build than a search. The request's
+/// `record` member must not be its payload (see [`Admission`]).
+pub fn earlier(
+    op: &'static str,
+    leaf: &Space,
+    publisher: &Principal,
+    operation_id: &str,
+    normalized: &Value,
+) -> Result<Option<Admitted>, Refusal> {
+    let digest = request_digest(op, leaf, normalized, None)?;
+    recover(
+        search(leaf, &request_id(publisher, operation_id, leaf))?,
+        &digest,
+    )
+}
+
 /// Steps 1 to 4 for one record.
 pub fn admit(admission: Admission<'_>) -> Result<Admitted, Refusal> {
     let leaf = admission.leaf;

@@ -2,7 +2,7 @@
 //! is evaluated once, when it is composed, into a retained index that the
 //! readers search without evaluating again.
 
-use super::publish::{self, Admission};
+use super::publish::{self, Admission, Admitted};
 use crate::blobs;
 use crate::cursor;
 use crate::facts::{self, EntryRef, Fact, Hash, RelationKind};
@@ -162,10 +162,13 @@ fn declared(fact: facts::DeclarationFact) -> Result<Declared, Refusal> {
 }
 
 /// Every selection authorized, resolved and read, in order.
-fn read_selections(call: &Call<'_>, entries: &[EntryRef]) -> Result<Vec<Selection>, Refusal> {
-    // Authorization first, for every selection, so that what is refused
-    // for authority never depends on what a selection holds.
-    let mut spaces: HashMap<(String, String), (Space, Vec<String>, u64)> = HashMap::new();
+/// Each selection's space, path and head, keyed by (root ID, space ID).
+type Resolved = HashMap<(String, String), (Space, Vec<String>, u64)>;
+
+/// Rule 10 for every selection, in order, before anything a selection
+/// holds is read: what is refused for authority never depends on it.
+fn authorize_selections(call: &Call<'_>, entries: &[EntryRef]) -> Result<Resolved, Refusal> {
+    let mut spaces: Resolved = HashMap::new();
     for entry in entries {
         let id = (entry.root_id.clone(), entry.space_id.clone());
         let resolved = match spaces.get(&id) {
@@ -183,6 +186,11 @@ fn read_selections(call: &Call<'_>, entries: &[EntryRef]) -> Result<Vec<Selectio
             });
         }
     }
+    Ok(spaces)
+}
+
+/// Every selection's fact (and a declaration's envelope), in order.
+fn read_selections(spaces: &Resolved, entries: &[EntryRef]) -> Result<Vec<Selection>, Refusal> {
     let mut selections = Vec::with_capacity(entries.len());
     let mut reader = Entries::default();
     for entry in entries {
@@ -231,7 +239,33 @@ pub fn compose(call: &mut Call<'_>, request: ComposeRequest) -> Result<Reply, Re
             format!("this source composes `{VIEW_PROFILE}` views only"),
         ));
     }
-    let selections = read_selections(call, &request.selections)?;
+    let spaces = authorize_selections(call, &request.selections)?;
+    let listed: Vec<Value> = request.selections.iter().map(EntryRef::to_json).collect();
+    let rules = request.rules.to_json();
+    let normalized = json!({
+        "operation_id": request.operation_id,
+        "path": request.path,
+        "selections": listed,
+        "rules": rules,
+        "interpretation_profile": request.interpretation_profile,
+        "expected_cutoff": request.expected_cutoff,
+        "metadata": request.metadata,
+    });
+    // Writer protocol step 1 before anything is evaluated: a replay costs
+    // a search, not a second evaluation of every selection.
+    if let Some(leaf) = call.world.resolve(&request.path)? {
+        let earlier = publish::earlier(
+            "compose",
+            &leaf,
+            &publisher,
+            &request.operation_id,
+            &normalized,
+        )?;
+        if let Some(earlier) = earlier {
+            return Ok(composed(earlier, false));
+        }
+    }
+    let selections = read_selections(&spaces, &request.selections)?;
     let evaluated = evaluation::evaluate(&selections, &request.rules);
     // The items hold what the index needs; the selections as read go.
     drop(selections);
@@ -241,8 +275,6 @@ pub fn compose(call: &mut Call<'_>, request: ComposeRequest) -> Result<Reply, Re
         evaluated.claims,
         &evaluated.counts,
     )?;
-    let listed: Vec<Value> = request.selections.iter().map(EntryRef::to_json).collect();
-    let rules = request.rules.to_json();
     let payload = canonical_json(&json!({
         "selections": listed,
         "rules": rules,
@@ -254,15 +286,6 @@ pub fn compose(call: &mut Call<'_>, request: ComposeRequest) -> Result<Reply, Re
     let create_id =
         publish::scoped_operation_id("leaf", &publisher, &request.operation_id, &request.path);
     let (leaf, created) = publish::ensure_leaf(call, &request.path, &create_id)?;
-    let normalized = json!({
-        "operation_id": request.operation_id,
-        "path": request.path,
-        "selections": listed,
-        "rules": rules,
-        "interpretation_profile": request.interpretation_profile,
-        "expected_cutoff": request.expected_cutoff,
-        "metadata": request.metadata,
-    });
     let admitted = publish::admit(Admission {
         op: "compose",
         leaf: &leaf,
@@ -275,14 +298,19 @@ pub fn compose(call: &mut Call<'_>, request: ComposeRequest) -> Result<Reply, Re
         normalized,
         record_in_request: false,
     })?;
-    Ok(Reply::Json(
+    Ok(composed(admitted, created))
+}
+
+/// The PublishResult of a compose; `created`: this call created the leaf.
+fn composed(admitted: Admitted, created: bool) -> Reply {
+    Reply::Json(
         if admitted.replayed { 200 } else { 201 },
         json!({
             "record": admitted.record,
             "space_created": created && !admitted.replayed,
             "replayed": admitted.replayed,
         }),
-    ))
+    )
 }
 
 /// The index root of the view at `view`: the reference under the common
