@@ -102,6 +102,7 @@ fn operational_routes_report_the_world() {
         "SURFACE.md",
         "HTTP.md",
         "WS.md",
+        "TOOLS.md",
         "operations.json",
         "openapi.json",
     ] {
