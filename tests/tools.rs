@@ -17,7 +17,7 @@ fn description(effects: &str, egress: &str) -> String {
 fn named(name: &str, effects: &str, egress: &str) -> String {
     format!(
         r#"{{"name": "{name}", "version": "1.0.0", "class": "test",
-  "inputs": [{{"role": "text", "required": true}}], "outputs": [{{"role": "out"}}],
+  "inputs": [{{"role": "text", "required": true}}], "outputs": [{{"role": "text"}}, {{"role": "out"}}],
   "effects": {effects}, "deterministic": true, "egress": {egress}}}"#
     )
 }
@@ -203,4 +203,154 @@ fn granted_releases_start_and_serve() {
             .len(),
         2
     );
+}
+
+/// The text report of the probe's `POST /tool/run`.
+fn run(
+    client: &support::Client,
+    release: &str,
+    recipe: &str,
+    inputs: &[(&str, &str, &[u8])],
+) -> (u16, String) {
+    let mut body = format!("{recipe}\n");
+    for (role, type_, bytes) in inputs {
+        body.push_str(&format!(
+            "{role} {type_} {}\n",
+            hex::encode(Sha256::digest(bytes))
+        ));
+    }
+    let response = client.post(&format!("/tool/run?key={release}"), None, body.as_bytes());
+    (response.status, String::from_utf8(response.body).unwrap())
+}
+
+/// Runs go through the platform interface (the probe stands in for the
+/// coordination service); each hostile run ends `failed` with its limit
+/// named, other requests are served while one runs, and the next run
+/// completes.
+#[test]
+fn hostile_runs_fail_at_their_limit_and_leave_the_host_serving() {
+    let dir = support::temp_dir("tool-runs-files");
+    let upper = tool(&dir, "upper", &named("upper", "[]", "[]"));
+    let hostile = tool(&dir, "hostile", &named("hostile", "[]", "[]"));
+    let probe = support::built_component("probe");
+    let probe = probe.to_str().unwrap();
+    let labd = Labd::start(
+        "tool-runs",
+        &[
+            "--coord-component",
+            probe,
+            "--bytes-component",
+            probe,
+            "--coord-tool",
+            &upper,
+            "--coord-tool",
+            &hostile,
+            "--tool-memory-mib",
+            "16",
+            "--tool-fuel",
+            "1000000000000000",
+            "--tool-wall-ms",
+            "3000",
+            "--tool-max-outputs",
+            "4",
+            "--tool-max-output-bytes",
+            "1048576",
+            "--tool-concurrent-runs",
+            "1",
+            "--tool-run-wait-ms",
+            "100",
+        ],
+    );
+    let (coord, bytes) = (labd.coord(), labd.bytes());
+    let (upper, hostile) = (digest_of("upper"), digest_of("hostile"));
+    let text = b"hello, tools";
+    assert_eq!(bytes.post("/blob/put", None, text).status, 200);
+    let completes = || {
+        let (status, report) = run(&coord, &upper, "{}", &[("text", "text/plain", text)]);
+        assert_eq!(status, 200, "{report}");
+        let mut lines = report.lines();
+        assert_eq!(lines.next(), Some("completed"), "{report}");
+        let output = hex::encode(Sha256::digest(b"HELLO, TOOLS"));
+        assert_eq!(
+            lines.next().unwrap(),
+            format!("output text 0 text/plain {output} 12")
+        );
+        let stored = labd
+            .blobs_dir()
+            .join("sha256")
+            .join(&output[..2])
+            .join(&output);
+        assert_eq!(std::fs::read(stored).unwrap(), b"HELLO, TOOLS");
+        let used: Vec<u64> = lines
+            .next()
+            .unwrap()
+            .split(' ')
+            .skip(1)
+            .map(|n| n.parse().unwrap())
+            .collect();
+        assert!(used.iter().all(|n| *n > 0), "{report}");
+        assert_eq!(
+            lines.next(),
+            Some("limits 1000000000000000 16777216 3000 4 1048576")
+        );
+    };
+    completes();
+
+    for (recipe, limit) in [
+        ("\"memory\"", "memory"),
+        ("\"outputs\"", "outputs"),
+        ("\"output-bytes\"", "output-bytes"),
+    ] {
+        let committed = labd.committed_blobs();
+        let (status, report) = run(&coord, &hostile, recipe, &[]);
+        assert_eq!(status, 200, "{report}");
+        assert_eq!(
+            report.lines().next(),
+            Some(format!("failed: limit: {limit}").as_str())
+        );
+        assert_eq!(
+            (labd.committed_blobs(), labd.staging_files()),
+            (committed, 0)
+        );
+        completes();
+    }
+
+    // An endless loop holds the only run slot until its wall-clock limit.
+    let looping = {
+        let coord = labd.coord();
+        let hostile = hostile.clone();
+        std::thread::spawn(move || run(&coord, &hostile, "\"loop\"", &[]))
+    };
+    support::eventually("the loop holds the run slot", || {
+        let (status, report) = run(&coord, &hostile, "\"fail\"", &[]);
+        assert!(status == 200 || status == 503, "{status} {report}");
+        status == 503 && report == "unavailable"
+    });
+    // Meanwhile other requests are served.
+    assert_eq!(coord.get("/ok").status, 200);
+    assert_eq!(bytes.post("/blob/put", None, b"meanwhile").status, 200);
+    assert!(!looping.is_finished());
+    let (status, report) = looping.join().unwrap();
+    assert_eq!(
+        (status, report.lines().next()),
+        (200, Some("failed: limit: wall-time"))
+    );
+    completes();
+
+    // Only the coordination service may run tools.
+    let (status, report) = run(&bytes, &upper, "{}", &[("text", "text/plain", text)]);
+    assert_eq!(
+        (status, report.as_str()),
+        (403, "the bytes service may not run tools")
+    );
+    // Runs that cannot start.
+    let (status, report) = run(&coord, &format!("sha256:{}", "0".repeat(64)), "{}", &[]);
+    assert_eq!((status, report.as_str()), (404, "unknown-release"));
+    let (status, report) = run(
+        &coord,
+        &upper,
+        "{}",
+        &[("text", "text/plain", b"never stored")],
+    );
+    assert_eq!((status, report.as_str()), (400, "missing-input text"));
 }
