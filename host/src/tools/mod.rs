@@ -190,12 +190,12 @@ impl Runner {
         let (component, compiled) =
             engine::load_or_compile(&self.engine, wasm, &digest, self.settings.cache.as_deref())
                 .map_err(component_error)?;
-        terms.check_imports(&self.engine, &component)?;
         let counter = match compiled {
             Compiled::Now => &self.cache_counts.compiled,
             Compiled::FromCache => &self.cache_counts.from_cache,
         };
         counter.fetch_add(1, Ordering::Relaxed);
+        terms.check_imports(&self.engine, &component)?;
         let pre = self
             .linker
             .instantiate_pre(&component)
