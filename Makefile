@@ -2,7 +2,10 @@
 # the toolchain pinned in rust-toolchain.toml and its wasm32-wasip2 target.
 
 CARGO ?= cargo
-COMPONENTS := lab-bytes lab-journal lab-coord lab-coord-auth lab-probe lab-kit lab-guest
+COMPONENTS := lab-bytes lab-journal lab-coord lab-coord-auth lab-probe lab-kit lab-guest lab-tool-reach
+# Releases build without the standard library; checked on their own, so
+# that the service components' features (wit-bindgen's `std`) stay apart.
+TOOLS := lab-tool-guest lab-tool-upper lab-tool-hostile lab-tool-effects
 
 .PHONY: setup run test lint bench api-check
 
@@ -24,6 +27,7 @@ lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) clippy --target wasm32-wasip2 $(addprefix -p ,$(COMPONENTS)) -- -D warnings
+	$(CARGO) clippy --target wasm32-wasip2 $(addprefix -p ,$(TOOLS)) -- -D warnings
 
 ## make api-check: schemathesis (pinned in scripts/api-check/requirements.txt,
 ## installed into target/api-check/venv) against the openapi.json each

@@ -14,6 +14,10 @@ const COMPONENTS: &[(&str, &str, Option<&str>)] = &[
     ("lab-journal", "lab_journal", Some("journal")),
     ("lab-coord", "lab_coord", Some("coord")),
     ("lab-probe", "lab_probe", None),
+    ("lab-tool-upper", "lab_tool_upper", None),
+    ("lab-tool-hostile", "lab_tool_hostile", None),
+    ("lab-tool-effects", "lab_tool_effects", None),
+    ("lab-tool-reach", "lab_tool_reach", None),
 ];
 
 fn main() {

@@ -72,6 +72,9 @@ impl std::error::Error for CoordError {
 /// The coordination service's settings, resolved before anything binds.
 pub struct CoordSettings {
     values: Vec<(String, String)>,
+    /// Every `--coord-tool`, in the order given, its component in the blob
+    /// store.
+    pub tools: Vec<ConfiguredTool>,
     /// Whether `audience` waits for the bound operations address.
     audience_from_listener: bool,
     /// The development root key's file and principal, when one is used.
@@ -112,12 +115,11 @@ impl CoordSettings {
         if let Some(audience) = &settings.coord_audience {
             values.push(("audience".into(), audience.clone()));
         }
-        values.push((
-            "tools".into(),
-            tools(&settings.coord_tools, blobs, settings.blob_cap)?,
-        ));
+        let tools = tools(&settings.coord_tools, blobs, settings.blob_cap)?;
+        values.push(("tools".into(), tools_setting(&tools)));
         Ok(CoordSettings {
             values,
+            tools,
             audience_from_listener: settings.coord_audience.is_none(),
             development_key,
         })
@@ -171,10 +173,40 @@ impl ToolSpec {
     }
 }
 
-/// The `tools` setting: checks every `--coord-tool` and reads every
-/// description before copying any component, so a refusal that costs
-/// nothing comes before the copies.
-fn tools(specs: &[String], blobs: &Arc<BlobStore>, cap: u64) -> Result<String, CoordError> {
+/// A configured tool release.
+pub struct ConfiguredTool {
+    /// The `--coord-tool` value, for messages.
+    pub spec: String,
+    /// The description file's text.
+    pub description: String,
+    /// The component's digest in the blob store, and its size.
+    pub component: Digest32,
+    pub size: u64,
+}
+
+/// The `tools` setting: the JSON array the component reads.
+fn tools_setting(tools: &[ConfiguredTool]) -> String {
+    let entries: Vec<String> = tools
+        .iter()
+        .map(|tool| {
+            format!(
+                r#"{{"description":{},"component":"sha256:{}","size":{}}}"#,
+                serde_json::Value::String(tool.description.clone()),
+                hex::encode(tool.component),
+                tool.size
+            )
+        })
+        .collect();
+    format!("[{}]", entries.join(","))
+}
+
+/// Checks every `--coord-tool` and reads every description before copying
+/// any component, so a refusal that costs nothing comes before the copies.
+fn tools(
+    specs: &[String],
+    blobs: &Arc<BlobStore>,
+    cap: u64,
+) -> Result<Vec<ConfiguredTool>, CoordError> {
     let refuse = |spec: &str, what: String| CoordError::Tool {
         spec: spec.to_string(),
         what,
@@ -205,13 +237,14 @@ fn tools(specs: &[String], blobs: &Arc<BlobStore>, cap: u64) -> Result<String, C
     for (spec, tool, description, file) in checked {
         let (digest, size) = store_component(file, &tool.component, blobs, cap)
             .map_err(|what| refuse(spec, what))?;
-        entries.push(format!(
-            r#"{{"description":{},"component":"sha256:{}","size":{size}}}"#,
-            serde_json::Value::String(description),
-            hex::encode(digest)
-        ));
+        entries.push(ConfiguredTool {
+            spec: spec.to_string(),
+            description,
+            component: digest,
+            size,
+        });
     }
-    Ok(format!("[{}]", entries.join(",")))
+    Ok(entries)
 }
 
 /// A description's text: UTF-8, at most [`TOOL_DESCRIPTION_CAP`] bytes.
@@ -303,6 +336,14 @@ mod tests {
         format!("{}={}", description.display(), component.display())
     }
 
+    fn setting_of(
+        specs: &[String],
+        blobs: &Arc<BlobStore>,
+        cap: u64,
+    ) -> Result<String, CoordError> {
+        tools(specs, blobs, cap).map(|t| tools_setting(&t))
+    }
+
     fn refusal(result: Result<String, CoordError>) -> String {
         match result {
             Err(e @ CoordError::Tool { .. }) => e.to_string(),
@@ -342,7 +383,7 @@ mod tests {
     fn tools_are_descriptions_and_stored_components_in_flag_order() {
         let dir = temp_dir("tools");
         let blobs = store(&dir);
-        assert_eq!(tools(&[], &blobs, 1 << 20).unwrap(), "[]");
+        assert_eq!(setting_of(&[], &blobs, 1 << 20).unwrap(), "[]");
 
         let description = "{\"name\": \"fmt\",\n \"note\": \"quotes \\\" and é\"}\n";
         fs::write(dir.join("fmt.json"), description).unwrap();
@@ -354,7 +395,7 @@ mod tests {
             spec(&dir.join("lint.json"), &dir.join("lint.wasm")),
             spec(&dir.join("fmt.json"), &dir.join("fmt.wasm")),
         ];
-        let value = tools(&specs, &blobs, 1 << 30).unwrap();
+        let value = setting_of(&specs, &blobs, 1 << 30).unwrap();
 
         let parsed: serde_json::Value = serde_json::from_str(&value).unwrap();
         let fmt_digest: Digest32 = Sha256::digest(&fmt).into();
@@ -410,31 +451,35 @@ mod tests {
             ]
         };
 
-        let error = refusal(tools(&with("absent.json", "ok.wasm"), &blobs, 1 << 20));
+        let error = refusal(setting_of(&with("absent.json", "ok.wasm"), &blobs, 1 << 20));
         assert!(
             error.contains("absent.json") && error.contains("No such file"),
             "{error}"
         );
-        let error = refusal(tools(&with("edge.json", "absent.wasm"), &blobs, 1 << 20));
+        let error = refusal(setting_of(
+            &with("edge.json", "absent.wasm"),
+            &blobs,
+            1 << 20,
+        ));
         assert!(
             error.contains("absent.wasm") && error.contains("No such file"),
             "{error}"
         );
-        let error = refusal(tools(&with("latin1.json", "ok.wasm"), &blobs, 1 << 20));
+        let error = refusal(setting_of(&with("latin1.json", "ok.wasm"), &blobs, 1 << 20));
         assert!(error.contains("not UTF-8"), "{error}");
-        let error = refusal(tools(&with("big.json", "ok.wasm"), &blobs, 1 << 20));
+        let error = refusal(setting_of(&with("big.json", "ok.wasm"), &blobs, 1 << 20));
         assert!(error.contains("larger than 1048576 bytes"), "{error}");
         // The same description twice, also under another spelling.
-        let error = refusal(tools(&with("ok.json", "ok.wasm"), &blobs, 1 << 20));
+        let error = refusal(setting_of(&with("ok.json", "ok.wasm"), &blobs, 1 << 20));
         assert!(error.contains("already configured"), "{error}");
-        let error = refusal(tools(&with("./ok.json", "ok.wasm"), &blobs, 1 << 20));
+        let error = refusal(setting_of(&with("./ok.json", "ok.wasm"), &blobs, 1 << 20));
         assert!(error.contains("already configured"), "{error}");
-        let error = refusal(tools(&with("edge.json", "ok.wasm"), &blobs, 4));
+        let error = refusal(setting_of(&with("edge.json", "ok.wasm"), &blobs, 4));
         assert!(
             error.contains("larger than the blob cap (4 bytes"),
             "{error}"
         );
-        let error = refusal(tools(&["ok.json".into()], &blobs, 1 << 20));
+        let error = refusal(setting_of(&["ok.json".into()], &blobs, 1 << 20));
         assert!(
             error.starts_with("--coord-tool `ok.json`: expected"),
             "{error}"
@@ -444,7 +489,7 @@ mod tests {
         assert_eq!(blobs.size(&stored).unwrap(), None);
 
         // A description of exactly 1 MiB is accepted.
-        let value = tools(&with("edge.json", "ok.wasm"), &blobs, 1 << 20).unwrap();
+        let value = setting_of(&with("edge.json", "ok.wasm"), &blobs, 1 << 20).unwrap();
         assert_eq!(
             serde_json::from_str::<serde_json::Value>(&value).unwrap()[1]["size"],
             9

@@ -2,7 +2,7 @@
 //! start (and at hot swap), never per request.
 
 use crate::bindings::{
-    blobs, body, clock, config, crypto, ids, kv, log, runtime, services, types, ServicePre,
+    blobs, body, clock, config, crypto, ids, kv, log, runtime, services, tools, types, ServicePre,
 };
 use crate::capabilities::RequestState;
 use sha2::{Digest, Sha256};
@@ -78,6 +78,7 @@ pub fn linker(engine: &Engine) -> Result<Linker<RequestState>> {
     config::add_to_linker::<_, Own>(&mut linker, |s| s)?;
     crypto::add_to_linker::<_, Own>(&mut linker, |s| s)?;
     services::add_to_linker::<_, Own>(&mut linker, |s| s)?;
+    tools::add_to_linker::<_, Own>(&mut linker, |s| s)?;
     Ok(linker)
 }
 
@@ -109,8 +110,33 @@ fn compile_cached(
     digest: &str,
     cache: Option<&Path>,
 ) -> Result<Component> {
+    load_or_compile(engine, wasm, digest, cache).map(|(component, _)| component)
+}
+
+/// Where a compiled component came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compiled {
+    /// Compiled now (and written to the cache, when there is one).
+    Now,
+    /// Deserialized from the cache.
+    FromCache,
+}
+
+/// Loads the compiled form of `wasm` (whose digest is `digest`) from
+/// `cache`, or compiles it and writes it there.
+///
+/// Invariant: a cache entry is named by the component's digest and the
+/// engine's compatibility hash, and published by rename, so an entry is
+/// whole and loaded only by an engine that can run it.
+pub fn load_or_compile(
+    engine: &Engine,
+    wasm: &[u8],
+    digest: &str,
+    cache: Option<&Path>,
+) -> Result<(Component, Compiled)> {
     let Some(dir) = cache else {
-        return Component::new(engine, wasm).context("compile the component");
+        let component = Component::new(engine, wasm).context("compile the component")?;
+        return Ok((component, Compiled::Now));
     };
     let path = cache_path(engine, dir, digest);
     if path.exists() {
@@ -118,7 +144,7 @@ fn compile_cached(
         // with the same compatibility hash (part of its name), and the cache
         // directory belongs to this host.
         if let Ok(component) = unsafe { Component::deserialize_file(engine, &path) } {
-            return Ok(component);
+            return Ok((component, Compiled::FromCache));
         }
     }
     let compiled = engine
@@ -129,10 +155,12 @@ fn compile_cached(
     std::fs::write(&staging, &compiled).context("write the compile cache")?;
     std::fs::rename(&staging, &path).context("publish the compile cache entry")?;
     // SAFETY: produced just above by this engine.
-    unsafe { Component::deserialize(engine, &compiled) }.context("load the compiled component")
+    let component = unsafe { Component::deserialize(engine, &compiled) }
+        .context("load the compiled component")?;
+    Ok((component, Compiled::Now))
 }
 
-fn cache_path(engine: &Engine, dir: &Path, digest: &str) -> PathBuf {
+pub fn cache_path(engine: &Engine, dir: &Path, digest: &str) -> PathBuf {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     engine.precompile_compatibility_hash().hash(&mut hasher);
     let hex = digest.trim_start_matches("sha256:");

@@ -13,6 +13,8 @@
 //!   a component; [`parts`], [`relay`]: response bodies out.
 //! - [`remote`]: services hosted by another labd.
 //! - [`coord`], [`keys`]: the coordination service's settings and keys.
+//! - [`tools`]: the sandbox that runs the coordination service's tool
+//!   releases.
 //! - [`server`]: listeners and graceful shutdown.
 //! - [`management`], [`metrics`]: the management listener.
 
@@ -34,6 +36,7 @@ mod remote;
 mod server;
 mod service;
 mod settings;
+mod tools;
 
 mod components {
     include!(concat!(env!("OUT_DIR"), "/components.rs"));
@@ -156,6 +159,13 @@ async fn run(settings: Settings) -> Result<()> {
     } else {
         None
     };
+    let runner = match &coord {
+        Some(coord) => Some(Arc::new(
+            tool_runner(&settings, &blobs, cache.clone(), coord)
+                .context("the coordination service's tool releases")?,
+        )),
+        None => None,
+    };
     let (_kv, namespaces) = kv::KvStore::open(
         &settings.data_dir.join("lmdb"),
         settings.lmdb_map_size,
@@ -210,6 +220,7 @@ async fn run(settings: Settings) -> Result<()> {
             memory: Arc::clone(&memory),
             max_call_answer,
             body_read_timeout: Duration::from_millis(settings.body_read_timeout_ms),
+            tools: runner.clone().filter(|_| plan.name == "coord"),
         });
         let service = Service::start(
             env,
@@ -283,6 +294,61 @@ async fn run(settings: Settings) -> Result<()> {
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The tool runner with every `--coord-tool` release configured: a release
+/// whose effects, egress or imports the deployment does not grant stops
+/// the start, naming it.
+fn tool_runner(
+    settings: &Settings,
+    blobs: &Arc<blobstore::BlobStore>,
+    cache: Option<std::path::PathBuf>,
+    coord: &coord::CoordSettings,
+) -> Result<tools::Runner> {
+    let mut allowed_effects = Vec::new();
+    for name in &settings.tool_effects {
+        let effect = tools::Effect::parse(name).with_context(|| {
+            format!("--tool-effects: no effect named `{name}` (known: clock, random)")
+        })?;
+        allowed_effects.push(effect);
+    }
+    let runner_settings = tools::RunnerSettings {
+        limits: tools::RunLimits {
+            memory: usize::try_from(settings.tool_memory_mib << 20).context("--tool-memory-mib")?,
+            fuel: settings.tool_fuel,
+            wall: Duration::from_millis(settings.tool_wall_ms),
+            outputs: settings.tool_max_outputs,
+            output_bytes: settings.tool_max_output_bytes,
+        },
+        concurrent: settings.tool_concurrent_runs,
+        wait: Duration::from_millis(settings.tool_run_wait_ms),
+        allowed_effects,
+        cache,
+        blob_cap: settings.blob_cap,
+    };
+    let mut runner = tools::Runner::new(runner_settings, Arc::clone(blobs))?;
+    for tool in &coord.tools {
+        let wasm = read_blob(blobs, &tool.component, tool.size)
+            .with_context(|| format!("--coord-tool `{}`: read its component", tool.spec))?;
+        let digest = format!("sha256:{}", hex::encode(tool.component));
+        runner
+            .configure(&tool.description, &wasm)
+            .with_context(|| format!("--coord-tool `{}`: the release {digest}", tool.spec))?;
+    }
+    Ok(runner)
+}
+
+/// The bytes of a committed blob.
+fn read_blob(
+    blobs: &blobstore::BlobStore,
+    digest: &blobstore::Digest32,
+    size: u64,
+) -> Result<Vec<u8>> {
+    let reader = blobs.open_blob(digest)?.context("the blob is gone")?;
+    let mut bytes = vec![0u8; usize::try_from(size)?];
+    let read = reader.read_at(0, &mut bytes)?;
+    anyhow::ensure!(read as u64 == size, "the blob is shorter than recorded");
+    Ok(bytes)
 }
 
 /// Locks `<data-dir>/lock` for as long as the returned file is open: two

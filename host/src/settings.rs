@@ -99,6 +99,49 @@ pub struct Settings {
     #[arg(long = "coord-tool", env = "LAB_COORD_TOOLS", value_delimiter = ',')]
     pub coord_tools: Vec<String>,
 
+    /// MiB of linear memory one tool run may hold; past it the run ends
+    /// `failed` (`limit: memory`).
+    #[arg(long, env = "LAB_TOOL_MEMORY_MIB", default_value_t = 256,
+          value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub tool_memory_mib: u64,
+
+    /// Fuel (about one per WebAssembly instruction) one tool run may use;
+    /// past it the run ends `failed` (`limit: fuel`).
+    #[arg(long, env = "LAB_TOOL_FUEL", default_value_t = 20_000_000_000)]
+    pub tool_fuel: u64,
+
+    /// Milliseconds of wall-clock time one tool run may take; past it the
+    /// run ends `failed` (`limit: wall-time`).
+    #[arg(long, env = "LAB_TOOL_WALL_MS", default_value_t = 60_000)]
+    pub tool_wall_ms: u64,
+
+    /// Outputs one tool run may create; past it the run ends `failed`
+    /// (`limit: outputs`). The default fits one journal batch with its
+    /// result fact.
+    #[arg(long, env = "LAB_TOOL_MAX_OUTPUTS", default_value_t = 127)]
+    pub tool_max_outputs: u32,
+
+    /// Bytes all outputs of one tool run may hold together (no output is
+    /// larger than `--blob-cap`); past it the run ends `failed`
+    /// (`limit: output-bytes`).
+    #[arg(long, env = "LAB_TOOL_MAX_OUTPUT_BYTES", default_value_t = 1 << 30)]
+    pub tool_max_output_bytes: u64,
+
+    /// Tool runs at once; more wait up to `--tool-run-wait-ms`, then are
+    /// refused as unavailable.
+    #[arg(long, env = "LAB_TOOL_CONCURRENT_RUNS", default_value_t = 2,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub tool_concurrent_runs: u32,
+
+    /// Milliseconds a tool run waits for a free slot.
+    #[arg(long, env = "LAB_TOOL_RUN_WAIT_MS", default_value_t = 2_000)]
+    pub tool_run_wait_ms: u64,
+
+    /// Effects tool releases may be granted (comma-separated: `clock`,
+    /// `random`); a release declaring another is refused at start.
+    #[arg(long, env = "LAB_TOOL_EFFECTS", value_delimiter = ',')]
+    pub tool_effects: Vec<String>,
+
     /// The services this labd hosts (comma-separated). They start in the
     /// order bytes, journal, coord: each may call the ones before it (and
     /// every `--remote`) while it prepares.

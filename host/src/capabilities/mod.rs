@@ -10,6 +10,7 @@ mod config;
 mod crypto;
 mod kv;
 mod services;
+mod tools;
 
 pub use blobs::PendingBlob;
 pub use config::ServiceConfig;
@@ -40,6 +41,8 @@ pub struct ServiceEnv {
     pub max_call_answer: usize,
     /// Longest wait for the next bytes of a request body.
     pub body_read_timeout: std::time::Duration,
+    /// The tool runner, for the coordination service only (`tools`).
+    pub tools: Option<Arc<crate::tools::Runner>>,
 }
 
 /// Every service of the deployment by name: hosted here, or reached over
