@@ -102,6 +102,7 @@ fn operational_routes_report_the_world() {
         "SURFACE.md",
         "HTTP.md",
         "WS.md",
+        "TOOLS.md",
         "operations.json",
         "openapi.json",
     ] {
@@ -1318,7 +1319,7 @@ fn configured_tool_releases_are_artifact_spaces() {
     let dir = support::temp_dir("coord-tool-files");
     let description = dir.join("echo.json");
     std::fs::write(&description, ECHO_TOOL).unwrap();
-    let component = support::built_component("probe");
+    let component = support::built_component("tool_upper");
     let tool = format!("{}={}", description.display(), component.display());
     let labd = Labd::start("coord-tools", &["--coord-tool", &tool]);
     let coord = Coord::new(&labd);
@@ -1376,7 +1377,7 @@ fn a_malformed_tool_description_stops_the_start() {
     let dir = support::temp_dir("coord-bad-tool");
     let description = dir.join("bad.json");
     std::fs::write(&description, ECHO_TOOL.replace("\"class\"", "\"klass\"")).unwrap();
-    let component = support::built_component("probe");
+    let component = support::built_component("tool_upper");
     let status = std::process::Command::new(env!("CARGO_BIN_EXE_labd"))
         .arg("--data-dir")
         .arg(dir.join("state"))

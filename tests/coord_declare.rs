@@ -493,7 +493,7 @@ fn a_tool_release_takes_declarations() {
       "inputs": [{"role": "source", "required": true}], "outputs": [{"role": "result"}],
       "effects": [], "deterministic": true, "egress": []}"#;
     std::fs::write(&description, tool).unwrap();
-    let component = support::built_component("probe");
+    let component = support::built_component("tool_upper");
     let setting = format!("{}={}", description.display(), component.display());
     let labd = Labd::start("coord-declare-tool", &["--coord-tool", &setting]);
     let coord = Coord::new(&labd);

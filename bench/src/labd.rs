@@ -64,6 +64,11 @@ impl Labd {
     /// Starts `binary` with its data under `scratch` and waits until its
     /// ready file names the listeners.
     pub fn start(binary: &Path, scratch: &Path) -> Result<Labd> {
+        Labd::start_with(binary, scratch, &[])
+    }
+
+    /// Like [`Labd::start`], with `extra` arguments.
+    pub fn start_with(binary: &Path, scratch: &Path, extra: &[std::ffi::OsString]) -> Result<Labd> {
         let ready_file = scratch.join("ready.json");
         let data_dir = scratch.join("data");
         let child = Command::new(binary)
@@ -78,6 +83,7 @@ impl Labd {
             .arg("--ready-file")
             .arg(&ready_file)
             .args(["--log", "warn"])
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())

@@ -11,6 +11,8 @@
 //! - [`coord`]: signed publishes and reads of the coordination service,
 //!   against the journal operations underneath them and the verifier's own
 //!   cost.
+//! - [`tools`]: the start-up cost of a tool run, against a request that
+//!   runs nothing.
 //!
 //! Output: a header line naming the machine, then one table row per
 //! measurement (`what | figure | baseline | ratio | target`). Progress goes
@@ -23,6 +25,7 @@ mod labd;
 mod lmdb;
 mod measure;
 mod native;
+mod tools;
 
 use anyhow::{Context, Result};
 use clap::Parser;
@@ -53,6 +56,7 @@ enum Service {
     Bytes,
     Journal,
     Coord,
+    Tools,
 }
 
 fn main() -> Result<()> {
@@ -81,6 +85,14 @@ fn main() -> Result<()> {
         started.elapsed().as_secs_f64()
     );
 
+    // Its own labd: the probe stands in for the coordination component.
+    let tools_labd = match args.only {
+        None | Some(Service::Tools) => {
+            Some(tools::start(&args.labd, &scratch.path().join("tools"))?)
+        }
+        Some(_) => None,
+    };
+
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads)
         .enable_all()
@@ -106,6 +118,9 @@ fn main() -> Result<()> {
         );
         let scratch = scratch.path().to_path_buf();
         let only = args.only;
+        let tools = tools_labd
+            .as_ref()
+            .map(|(labd, release)| (labd.coord, release.clone()));
         async move {
             let mut rows = Vec::new();
             let selected = |service| only.is_none_or(|only| only == service);
@@ -118,6 +133,9 @@ fn main() -> Result<()> {
             if selected(Service::Coord) {
                 rows.extend(coord::run(coord, threads).await?);
             }
+            if let Some((coord, release)) = tools {
+                rows.extend(tools::run(coord, &release).await?);
+            }
             anyhow::Ok(rows)
         }
     });
@@ -125,6 +143,7 @@ fn main() -> Result<()> {
         .block_on(measuring)
         .context("the measurements panicked")??;
     drop(runtime);
+    drop(tools_labd);
     drop(labd);
     drop(scratch);
 

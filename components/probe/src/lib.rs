@@ -23,6 +23,7 @@
 //! | `POST /blob/write?key=N` | writes N bytes through a `blob-writer` with the largest cap; answers the size, or 413 `too-large` |
 //! | `GET /get?key=S&value=T` | `call` of `GET T` to S; answers the peer's status and body, or 502 with the call's error |
 //! | `POST /call-writing?key=S&value=T` | opens a write transaction, then tries `call` and `call-streaming` of `GET T` to S; answers 409 with both refusals, or 200 when either went through |
+//! | `POST /tool/run?key=R` | `tools.run` of the release R; the body's first line is the recipe, each further line `ROLE TYPE HEX-DIGEST` an input; answers 200 with the report as text (see [`report`]), or 404 `unknown-release`, 400 `missing-input ROLE`, 503 `unavailable`, 403 with the refusal |
 
 use lab_guest::exports::lab::platform::handler::{
     BodyPart, Guest, Request, Response, ServiceIdentity, VerifiedRelay,
@@ -30,7 +31,7 @@ use lab_guest::exports::lab::platform::handler::{
 use lab_guest::lab::platform::body::IncomingBody;
 use lab_guest::lab::platform::services::{self, ResponseBody, ServiceRequest};
 use lab_guest::lab::platform::types::Header;
-use lab_guest::lab::platform::{blobs, config, kv};
+use lab_guest::lab::platform::{blobs, config, kv, tools};
 use lab_kit::reply::Replier;
 use std::sync::OnceLock;
 
@@ -270,9 +271,75 @@ impl Guest for Probe {
                     _ => text(200, "a call went through"),
                 }
             }
+            ("POST", "/tool/run") => {
+                let release = String::from_utf8(param(0)).unwrap();
+                let body = String::from_utf8(read_body(body).unwrap()).unwrap();
+                let mut lines = body.lines();
+                let recipe = lines.next().unwrap_or_default().to_string();
+                let inputs = lines
+                    .filter(|l| !l.is_empty())
+                    .map(|line| {
+                        let mut words = line.split(' ');
+                        let (role, type_, digest) = (words.next(), words.next(), words.next());
+                        tools::RunInput {
+                            role: role.unwrap_or_default().into(),
+                            type_: type_.unwrap_or_default().into(),
+                            blob: unhex(digest.unwrap_or_default()),
+                        }
+                    })
+                    .collect::<Vec<_>>();
+                match tools::run(&release, &inputs, &recipe) {
+                    Ok(run) => text(200, &report(&run)),
+                    Err(tools::RunError::UnknownRelease) => text(404, "unknown-release"),
+                    Err(tools::RunError::MissingInput(role)) => {
+                        text(400, &format!("missing-input {role}"))
+                    }
+                    Err(tools::RunError::Unavailable) => text(503, "unavailable"),
+                    Err(tools::RunError::Refused(why)) => text(403, &why),
+                }
+            }
             _ => text(404, "no such probe"),
         }
     }
+}
+
+/// A run report as text: `completed` or `failed: REASON` on the first
+/// line, then one line `output ROLE ORDINAL TYPE HEX-DIGEST SIZE` per
+/// output, then `used FUEL PEAK-MEMORY WALL-US` and `limits FUEL MEMORY
+/// WALL-MS OUTPUTS OUTPUT-BYTES`.
+fn report(run: &tools::RunReport) -> String {
+    let mut lines = Vec::new();
+    match &run.outcome {
+        tools::RunOutcome::Completed(outputs) => {
+            lines.push("completed".to_string());
+            for o in outputs {
+                let digest: String = o.blob.iter().map(|b| format!("{b:02x}")).collect();
+                lines.push(format!(
+                    "output {} {} {} {digest} {}",
+                    o.role, o.ordinal, o.type_, o.size
+                ));
+            }
+        }
+        tools::RunOutcome::Failed(reason) => lines.push(format!("failed: {reason}")),
+    }
+    let (used, limits) = (&run.used, &run.limits);
+    lines.push(format!(
+        "used {} {} {}",
+        used.fuel, used.peak_memory, used.wall_us
+    ));
+    lines.push(format!(
+        "limits {} {} {} {} {}",
+        limits.fuel, limits.memory, limits.wall_ms, limits.outputs, limits.output_bytes
+    ));
+    lines.join("\n")
+}
+
+/// Hex digits to octets; a malformed digit or odd length gives fewer.
+fn unhex(text: &str) -> Vec<u8> {
+    text.as_bytes()
+        .chunks_exact(2)
+        .filter_map(|pair| u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok())
+        .collect()
 }
 
 /// The whole request body.

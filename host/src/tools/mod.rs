@@ -26,7 +26,7 @@ use crate::blobstore::{BlobStore, Digest32};
 use crate::engine::{self, Compiled};
 use bindings::ToolWithEffectsPre;
 use limits::RunMemory;
-use run::{BoundInput, RunState};
+use run::{BoundInput, OutputRules, RunState};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -190,12 +190,12 @@ impl Runner {
         let (component, compiled) =
             engine::load_or_compile(&self.engine, wasm, &digest, self.settings.cache.as_deref())
                 .map_err(component_error)?;
-        terms.check_imports(&self.engine, &component)?;
         let counter = match compiled {
             Compiled::Now => &self.cache_counts.compiled,
             Compiled::FromCache => &self.cache_counts.from_cache,
         };
         counter.fetch_add(1, Ordering::Relaxed);
+        terms.check_imports(&self.engine, &component)?;
         let pre = self
             .linker
             .instantiate_pre(&component)
@@ -239,14 +239,18 @@ impl Runner {
             Err(_) => return Err(RunError::Unavailable),
         };
         let limits = self.settings.limits;
+        let rules = OutputRules {
+            roles: Arc::clone(&release.output_roles),
+            max_outputs: limits.outputs,
+            max_bytes: limits.output_bytes,
+            blobs: Arc::clone(&self.blobs),
+            blob_cap: self.settings.blob_cap,
+        };
         let state = RunState::new(
             RunMemory::new(limits.memory),
             bound,
             recipe,
-            Arc::clone(&release.output_roles),
-            &limits,
-            Arc::clone(&self.blobs),
-            self.settings.blob_cap,
+            rules,
             Arc::clone(&release.digest),
         );
         let mut store = Store::new(&self.engine, state);

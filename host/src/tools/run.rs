@@ -34,6 +34,17 @@ pub struct PendingOutput {
 /// The guest's handle of an output: its index in [`RunState::outputs`].
 pub struct OutputSlot(usize);
 
+/// Where a run's outputs go and how far they may grow.
+pub struct OutputRules {
+    /// The release's output roles.
+    pub roles: Arc<[String]>,
+    pub max_outputs: u32,
+    pub max_bytes: u64,
+    pub blobs: Arc<BlobStore>,
+    /// The deployment's blob cap: no output is larger.
+    pub blob_cap: u64,
+}
+
 /// What one run holds.
 pub struct RunState {
     pub table: ResourceTable,
@@ -46,12 +57,9 @@ pub struct RunState {
     pub passed: Option<Limit>,
     /// An output role the release does not declare, when it created one.
     pub undeclared_role: Option<String>,
-    output_roles: Arc<[String]>,
-    max_outputs: u32,
-    max_output_bytes: u64,
+    rules: OutputRules,
     output_bytes: u64,
-    blobs: Arc<BlobStore>,
-    blob_cap: u64,
+    /// The release's component digest, for its log lines.
     release: Arc<str>,
     log_lines: u32,
 }
@@ -62,15 +70,11 @@ fn end_run(why: &str) -> wasmtime::Error {
 }
 
 impl RunState {
-    #[allow(clippy::too_many_arguments)]
     pub fn new(
         memory: RunMemory,
         inputs: Vec<BoundInput>,
         recipe: String,
-        output_roles: Arc<[String]>,
-        limits: &super::RunLimits,
-        blobs: Arc<BlobStore>,
-        blob_cap: u64,
+        rules: OutputRules,
         release: Arc<str>,
     ) -> RunState {
         RunState {
@@ -81,12 +85,8 @@ impl RunState {
             outputs: Vec::new(),
             passed: None,
             undeclared_role: None,
-            output_roles,
-            max_outputs: limits.outputs,
-            max_output_bytes: limits.output_bytes,
+            rules,
             output_bytes: 0,
-            blobs,
-            blob_cap,
             release,
             log_lines: 0,
         }
@@ -125,17 +125,17 @@ impl inputs::Host for RunState {
 
 impl outputs::Host for RunState {
     async fn create(&mut self, role: String, type_: String) -> Result<Resource<OutputSlot>> {
-        if !self.output_roles.contains(&role) {
+        if !self.rules.roles.contains(&role) {
             self.undeclared_role = Some(role);
             return Err(end_run("an undeclared output role"));
         }
-        if self.outputs.len() >= self.max_outputs as usize {
+        if self.outputs.len() >= self.rules.max_outputs as usize {
             self.passed = Some(Limit::Outputs);
             return Err(end_run("output count limit"));
         }
         let ordinal = self.outputs.iter().filter(|o| o.role == role).count() as u32;
-        let cap = self.blob_cap.min(self.max_output_bytes);
-        let writer = self.blobs.writer(cap)?;
+        let cap = self.rules.blob_cap.min(self.rules.max_bytes);
+        let writer = self.rules.blobs.writer(cap)?;
         self.outputs.push(PendingOutput {
             role,
             ordinal,
@@ -150,7 +150,7 @@ impl outputs::HostOutput for RunState {
     async fn write(&mut self, output: Resource<OutputSlot>, bytes: Vec<u8>) -> Result<()> {
         let index = self.table.get(&output)?.0;
         let total = self.output_bytes + bytes.len() as u64;
-        if total > self.max_output_bytes {
+        if total > self.rules.max_bytes {
             self.passed = Some(Limit::OutputBytes);
             return Err(end_run("output bytes limit"));
         }
