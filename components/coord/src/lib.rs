@@ -8,6 +8,8 @@
 //! - [`world`]: settings and the provisioned world.
 //! - [`layout`]: positions of the world layout and label grammar.
 //! - [`tools`]: configured tool releases and their artifact spaces.
+//! - [`application`]: the documents of an application (request, manifest,
+//!   resolution, attestation statement).
 //! - [`facts`]: the `coord-facts-v2` fact profile.
 //! - [`backend`], [`journal`], [`blobs`]: the services underneath.
 //! - [`request`]: the strict body decoders.
@@ -17,6 +19,7 @@
 //! - [`views`]: view evaluation and the retained view index.
 //! - [`operational`]: `livez`, `healthz`, `describe`, `describe/{file}`.
 
+pub mod application;
 pub mod auth;
 pub mod backend;
 pub mod blobs;
@@ -266,10 +269,8 @@ fn operation(
             Vec::new()
         }
     };
-    // Decision 16: what this source does not serve says so before any proof.
     let handler = match op.serve {
         Serve::Query(handler) | Serve::Json { run: handler, .. } => handler,
-        Serve::NotImplemented => return Err(Refusal::NotImplemented(op.name)),
     };
     let settings = Settings::load()?;
     let carriage = auth::carriage(lab_kit::header(request, "svc-auth").ok().flatten())?;
