@@ -542,7 +542,12 @@ fn a_run_cut_by_kill_9_ends_interrupted_once() {
     // The cut call was never answered.
     assert!(call.join().unwrap().is_err());
     let coord = Coord::new(&labd);
-    // The retry finds the attempt without a live run: interrupted.
+    // The restart closed the cut run before serving: interrupted.
+    let entries = coord.entries(APP);
+    let results = members(&entries, "result");
+    assert_eq!(results.len(), 1, "{entries:#?}");
+    assert_eq!(results[0]["outcome"], "interrupted");
+    // A retry answers that application.
     let answer = coord.apply(&publisher, &body);
     assert_eq!(
         answer.status,
@@ -559,4 +564,36 @@ fn a_run_cut_by_kill_9_ends_interrupted_once() {
     assert_eq!(members(&entries, "attempt").len(), 1);
     assert_eq!(members(&entries, "result").len(), 1);
     assert!(verify(&coord, &entries, None).iter().all(|c| c.passed));
+}
+
+#[test]
+fn without_the_root_signing_key_apply_is_unavailable() {
+    let root = support::coord::key(77);
+    let principal = Principal::of(&root).to_string();
+    let labd = start_with_root("coord-apply-no-key", &principal);
+    let client = labd.coord();
+    let coord = Coord {
+        audience: format!("http://{}", client.address),
+        client,
+        root,
+    };
+    let input = coord.alpha();
+    let body = application("run-1", APP, "upper", json!({ "text": input }), Value::Null);
+    let response = coord.apply(&coord.publisher(), &body);
+    response.assert_error(503, "unavailable");
+    assert!(!coord.exists(APP));
+}
+
+/// `labd` with the `upper` release, a configured root key and no issuer
+/// key.
+fn start_with_root(name: &str, root: &str) -> Labd {
+    let dir = support::temp_dir(&format!("{name}-tools"));
+    let file = dir.join("upper.json");
+    std::fs::write(&file, UPPER).unwrap();
+    let tool = format!(
+        "{}={}",
+        file.display(),
+        support::built_component("tool_upper").display()
+    );
+    Labd::start(name, &["--coord-tool", &tool, "--coord-root-key", root])
 }

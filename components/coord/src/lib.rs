@@ -78,11 +78,24 @@ impl Guest for Coord {
         // journal does not.
         let tools = lab_guest::lab::platform::config::get("tools").unwrap_or_else(|| "[]".into());
         tools::configured(&tools).map_err(|e| e.message())?;
-        if let Err(e) = world::world(&settings) {
-            log::emit(
+        match world::world(&settings) {
+            Err(e) => log::emit(
                 log::Level::Warn,
                 &format!("the world is not provisioned yet: {}", e.message()),
-            );
+            ),
+            // Runs cut by the previous process end now; what cannot be
+            // closed yet is closed when its application is next asked about.
+            Ok(world) => match ops::apply::interrupt_cut_runs(&world, &settings) {
+                Ok(0) => {}
+                Ok(n) => log::emit(
+                    log::Level::Info,
+                    &format!("{n} cut application runs closed as interrupted"),
+                ),
+                Err(e) => log::emit(
+                    log::Level::Warn,
+                    &format!("cut application runs are not closed yet: {}", e.message()),
+                ),
+            },
         }
         Ok(())
     }

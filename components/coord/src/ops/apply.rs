@@ -23,7 +23,7 @@ use crate::ops::read::body_reference;
 use crate::refusal::Refusal;
 use crate::request::ApplyRequest;
 use crate::tools::{self, Release};
-use crate::world::{ensure_child, setup_operation_id};
+use crate::world::{ensure_child, setup_operation_id, Settings, World};
 use crate::{Call, Reply};
 use base64::Engine as _;
 use lab_coord_auth::dsse::{sign_envelope, IN_TOTO_PAYLOAD_TYPE};
@@ -32,7 +32,8 @@ use lab_guest::lab::platform::{clock, config, kv, tools as sandbox};
 use serde_json::{json, Value};
 
 /// The store's table of runs in flight: request ID → `{boot, leaf,
-/// attempt}` (the start second of the process running it).
+/// attempt}` (the start second of the process running it, the leaf with
+/// its journal path).
 const RUNS: &str = "application-runs";
 
 /// Greatest number of outputs of one application: the `produced` facts
@@ -93,8 +94,8 @@ pub fn apply(call: &mut Call<'_>, request: ApplyRequest) -> Result<Reply, Refusa
         leaf: &leaf,
         path: &request.path,
         project: &project,
-        release: &release,
         release_entry: &release_entry,
+        description: &release.description,
         identity: &identity,
         key: &key,
     };
@@ -177,8 +178,10 @@ struct Context<'a> {
     leaf: &'a Space,
     path: &'a [String],
     project: &'a Space,
-    release: &'a Release,
+    /// The configured release's content occurrence and its description
+    /// (whose `executable.service_binary` is the component that runs).
     release_entry: &'a EntryRef,
+    description: &'a Value,
     identity: &'a str,
     key: &'a SigningKey,
 }
@@ -378,6 +381,7 @@ fn recover(
             "this operation ID was accepted before with a different request".into(),
         ));
     }
+    let release = attempt.release.clone();
     let closed = match closed(context.leaf, &application)? {
         Some(closed) => closed,
         None => {
@@ -386,17 +390,33 @@ fn recover(
                     "this application's run is in progress; ask again once it has ended".into(),
                 ));
             }
-            interrupt(context, application.clone(), attempt)?
+            // The attempt ran the release it names, configured now or not.
+            let description = if release == *context.release_entry {
+                context.description.clone()
+            } else {
+                release_description(&release)?
+            };
+            let context = Context {
+                description: &description,
+                ..*context
+            };
+            interrupt(&context, application.clone(), attempt)?
         }
     };
     Ok(Reply::Json(
         200,
-        answer(&application, &attempt_release(context), &closed, true),
+        answer(&application, &release, &closed, true),
     ))
 }
 
-fn attempt_release(context: &Context<'_>) -> EntryRef {
-    context.release_entry.clone()
+/// The description of the release at `entry`: its space's content.
+fn release_description(entry: &EntryRef) -> Result<Value, Refusal> {
+    let artifact = artifact_at(entry)?;
+    let bytes = blobs::get_small(&artifact.bytes.to_string(), 1 << 20)
+        .map_err(|e| e.into_refusal("bytes"))?
+        .ok_or_else(|| Refusal::Unavailable("a release description is not retained".into()))?;
+    serde_json::from_slice(&bytes)
+        .map_err(|_| Refusal::Unavailable("a release description is unreadable".into()))
 }
 
 /// The application's result, read back with its manifest's outputs and
@@ -469,11 +489,10 @@ fn run_and_close(
         })
         .collect();
     let recipe_text = String::from_utf8(canonical_json(recipe)).expect("RFC 8785 JSON is UTF-8");
-    let report = sandbox::run(
-        &context.release.component.to_string(),
-        &run_inputs,
-        &recipe_text,
-    );
+    let component = context.description["executable"]["service_binary"]
+        .as_str()
+        .ok_or_else(|| Refusal::Internal("a release description without its component".into()))?;
+    let report = sandbox::run(component, &run_inputs, &recipe_text);
     let report = match report {
         Ok(report) => report,
         Err(sandbox::RunError::Unavailable) => {
@@ -580,7 +599,7 @@ fn store_outputs(
     admitted: &Admitted,
     produced: Vec<sandbox::RunOutput>,
 ) -> Result<Vec<Output>, Refusal> {
-    let declared = declared_outputs(context.release);
+    let declared = declared_outputs(context.description);
     let artifacts = ensure_child(
         context.project,
         "artifacts",
@@ -640,8 +659,8 @@ fn store_outputs(
     Ok(outputs)
 }
 
-fn declared_outputs(release: &Release) -> Vec<String> {
-    release.description["outputs"]
+fn declared_outputs(description: &Value) -> Vec<String> {
+    description["outputs"]
         .as_array()
         .map(|roles| {
             roles
@@ -677,12 +696,12 @@ fn close(
     let application = &admitted.application;
     let ran = Ran {
         entry: &admitted.attempt.release,
-        description: &context.release.description,
+        description: context.description,
     };
     let manifest = retain(canonical_json(&application::manifest(
         application,
         outputs,
-        &declared_outputs(context.release),
+        &declared_outputs(context.description),
     )))?;
     let resolution = retain(canonical_json(&application::resolution(
         application,
@@ -845,10 +864,77 @@ fn artifact_at(entry: &EntryRef) -> Result<Artifact, Refusal> {
     }
 }
 
+/// Runs a `prepare` sweeps at most: the rest are closed when their
+/// application is next asked about, or at the next start.
+const SWEEP: u32 = 1024;
+
+/// Closes as `interrupted` every attempt whose run an earlier process
+/// recorded and never ended (called by `prepare`, before any request);
+/// answers how many it closed.
+pub fn interrupt_cut_runs(world: &World, settings: &Settings) -> Result<usize, Refusal> {
+    let started = auth::started_at()?;
+    let records = kv::begin_read().and_then(|txn| {
+        txn.scan(
+            RUNS,
+            &kv::Range {
+                start: Vec::new(),
+                end: None,
+                reverse: false,
+                limit: SWEEP,
+            },
+        )
+    })?;
+    let mut interrupted = 0;
+    for record in records {
+        let stored: Value = serde_json::from_slice(&record.value)
+            .map_err(|_| Refusal::Unavailable("unreadable run record".into()))?;
+        if stored["boot"].as_u64() == Some(started) {
+            continue;
+        }
+        let identity = String::from_utf8(record.key)
+            .map_err(|_| Refusal::Unavailable("unreadable run record".into()))?;
+        let leaf = Space::from_json(&stored["leaf"]).map_err(|e| e.into_refusal("journal"))?;
+        let Some((application, attempt)) = find_attempt(&leaf, &identity)? else {
+            // Cut before its attempt was appended: nothing to close.
+            clear_running(&identity)?;
+            continue;
+        };
+        if closed(&leaf, &application)?.is_some() {
+            clear_running(&identity)?;
+            continue;
+        }
+        let path = world
+            .world_path(&leaf)
+            .filter(|p| p.len() == 4)
+            .ok_or_else(|| Refusal::Unavailable("a run record names no application".into()))?;
+        let project = world
+            .resolve(&path[..2])?
+            .ok_or_else(|| Refusal::Unavailable("a run record's project is gone".into()))?;
+        let key = settings
+            .issuer
+            .clone()
+            .ok_or_else(|| Refusal::Unavailable("no key to sign attestations with".into()))?;
+        let release = attempt.release.clone();
+        let description = release_description(&release)?;
+        let context = Context {
+            leaf: &leaf,
+            path: &path,
+            project: &project,
+            release_entry: &release,
+            description: &description,
+            identity: &identity,
+            key: &key,
+        };
+        interrupt(&context, application, attempt)?;
+        interrupted += 1;
+    }
+    Ok(interrupted)
+}
+
 fn mark_running(identity: &str, leaf: &Space, application: &EntryRef) -> Result<(), Refusal> {
     let value = json!({
         "boot": auth::started_at()?,
-        "leaf": leaf.reference(),
+        "leaf": leaf.to_json(),
         "attempt": application.to_json(),
     });
     kv::begin_write().and_then(|txn| {
