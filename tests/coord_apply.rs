@@ -162,6 +162,7 @@ fn apply_runs_the_release_stores_outputs_attests_and_replays() {
     assert_eq!(first["replayed"], false);
     assert_eq!(first["outcome"], "completed");
     assert_eq!(first["reused"], Value::Null);
+    assert!(first.get("reason").is_none(), "{first}");
     let output_bytes = support::name_of(b"HELLO, WORLD\n");
     assert_eq!(first["outputs"]["text"]["bytes"], output_bytes);
 

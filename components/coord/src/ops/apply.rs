@@ -211,16 +211,20 @@ fn answer(application: &EntryRef, release: &EntryRef, closed: &Closed, replayed:
             || json!({ "bytes": artifact.bytes.to_string(), "type": artifact.kind.to_string() }),
         );
     }
-    json!({
+    let mut answer = json!({
         "attempt": application.to_json(),
         "release": release.to_json(),
         "outcome": closed.outcome.name(),
         "replayed": replayed,
         "result": closed.result.to_json(),
         "outputs": outputs,
-        "reason": closed.reason,
         "reused": null,
-    })
+    });
+    // `reason` is a string when there is one, else absent (ApplyResult).
+    if let Some(reason) = &closed.reason {
+        answer["reason"] = json!(reason);
+    }
+    answer
 }
 
 /// The release configured for `tool` (`unresolved` when none is).
