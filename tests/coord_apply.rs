@@ -354,13 +354,15 @@ fn a_failing_run_is_an_outcome_with_its_reason() {
     assert_eq!(entries[1]["result"]["outcome"], "failed");
     assert!(verify(&coord, &entries, None).iter().all(|c| c.passed));
     // A run past a limit is failed naming the limit, and the host serves on.
-    let body = application(
+    // `wait: false` changes nothing: the run has ended when apply answers.
+    let mut body = application(
         "run-2",
         "projects/alpha/applications/run-2",
         "hostile",
         json!({}),
         json!("outputs"),
     );
+    body["wait"] = json!(false);
     let answer = created(&coord.apply(&publisher, &body));
     assert_eq!(answer["outcome"], "failed");
     assert!(
@@ -597,4 +599,50 @@ fn start_with_root(name: &str, root: &str) -> Labd {
         support::built_component("tool_upper").display()
     );
     Labd::start(name, &["--coord-tool", &tool, "--coord-root-key", root])
+}
+
+/// Every run slot busy past the wait is an outcome naming the limit, not
+/// a stall: the admitted attempt ends `failed`, and the busy run goes on.
+#[test]
+fn a_run_beyond_the_concurrent_runs_fails_naming_the_limit() {
+    let (_labd, coord) = start_with_tools(
+        "coord-apply-slots",
+        &[
+            "--tool-concurrent-runs",
+            "1",
+            "--tool-run-wait-ms",
+            "1",
+            "--tool-wall-ms",
+            "3000",
+        ],
+    );
+    let input = coord.alpha();
+    let publisher = coord.publisher();
+    let looping = application("run-1", APP, "hostile", json!({}), json!("loop"));
+    let busy = std::thread::scope(|s| {
+        let busy = s.spawn(|| coord.apply(&publisher, &looping));
+        support::eventually("the looping run is admitted", || {
+            coord.exists(APP) && !coord.entries(APP).is_empty()
+        });
+        let second = "projects/alpha/applications/run-2";
+        let body = application(
+            "run-2",
+            second,
+            "upper",
+            json!({ "text": input }),
+            Value::Null,
+        );
+        let answer = created(&coord.apply(&publisher, &body));
+        assert_eq!(answer["outcome"], "failed");
+        let reason = answer["reason"].as_str().unwrap();
+        assert!(reason.starts_with("limit: concurrent-runs"), "{reason}");
+        busy.join().unwrap()
+    });
+    let busy = created(&busy);
+    assert_eq!(busy["outcome"], "failed");
+    // Its own bound ended it (fuel or wall-clock time, whichever came first).
+    assert!(
+        busy["reason"].as_str().unwrap().starts_with("limit: "),
+        "{busy}"
+    );
 }

@@ -505,7 +505,7 @@ fn run_and_close(
                 admitted,
                 &[],
                 failed(
-                    "unavailable: every run slot stayed busy".into(),
+                    "limit: concurrent-runs (every run slot stayed busy)".into(),
                     Value::Null,
                     Value::Null,
                 ),
