@@ -370,6 +370,23 @@ fn a_failing_run_is_an_outcome_with_its_reason() {
         "{answer}"
     );
     assert!(!coord.exists("projects/alpha/artifacts/run-2:0.0"));
+    // Naming the configured release's occurrence is the same as leaving it
+    // out, for a caller who may read it (rule 10).
+    let third = "projects/alpha/applications/run-3";
+    let mut body = application("run-3", third, "hostile", json!({}), json!("fail"));
+    body["release"] = answer["release"].clone();
+    coord.apply(&publisher, &body).assert_error(403, "denied");
+    let mut reader = coord.holder(22, &[GrantKind::Read], "");
+    let publish = coord.grant(
+        &reader.key,
+        GrantKind::Publish,
+        "projects/alpha",
+        now() + 3600,
+    );
+    reader.grants.push(publish);
+    let named = created(&coord.apply(&reader, &body));
+    assert_eq!(named["release"], answer["release"]);
+    assert_eq!(named["outcome"], "failed");
 }
 
 #[test]
