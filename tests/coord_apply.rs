@@ -227,6 +227,12 @@ fn apply_runs_the_release_stores_outputs_attests_and_replays() {
     for member in ["attempt", "release", "outcome", "result", "outputs"] {
         assert_eq!(again[member], first[member], "{member}");
     }
+    // `wait` is not part of the request: a retry saying it replays too.
+    let mut waiting = body.clone();
+    waiting["wait"] = json!(true);
+    let again = coord.apply(&publisher, &waiting);
+    assert_eq!(again.status, 200);
+    assert_eq!(again.json()["result"], first["result"]);
     let other_recipe = application("run-1", APP, "upper", json!({ "text": input }), json!(1));
     coord
         .apply(&publisher, &other_recipe)
