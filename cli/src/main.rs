@@ -14,11 +14,13 @@
 //! - [`failure`]: why a command fails, and its exit code.
 //! - [`random`]: randomness from `/dev/urandom`.
 //! - [`views`]: `labctl compose`, `query` and `explain`.
+//! - [`apply`]: `labctl apply` and `labctl verify-application`.
 //!
 //! The signing itself (proof, carriage, grant bytes) is `lab-coord-auth`'s;
 //! the byte recipes are in `contracts/coordination/AUTH.md`, the usage in
 //! `docs/labctl.md`.
 
+mod apply;
 mod call;
 mod declare;
 mod failure;
@@ -155,6 +157,13 @@ enum Command {
     /// Check a fetched declaration envelope offline: the root's signature,
     /// the frame digest, the proof and the publisher; exit 5 when one fails.
     VerifyAdmission(declare::VerifyAdmissionArgs),
+    /// Apply a configured tool to input occurrences (POST /v1/applications);
+    /// print the outcome, attempt, result and outputs.
+    Apply(apply::ApplyArgs),
+    /// Fetch an application's facts and documents and check them offline:
+    /// the root's DSSE signature over the in-toto statement and its
+    /// agreement with every fact and document; exit 5 when one fails.
+    VerifyApplication(apply::VerifyApplicationArgs),
 }
 
 #[derive(Debug, Args)]
@@ -251,6 +260,8 @@ fn main() -> ExitCode {
         Command::Health(args) => call::run_health(args, common),
         Command::Declare(args) => declare::run_declare(args, common),
         Command::VerifyAdmission(args) => declare::run_verify_admission(args, common),
+        Command::Apply(args) => apply::run_apply(args, common),
+        Command::VerifyApplication(args) => apply::run_verify_application(args, common),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1405,3 +1405,173 @@ fn query_follows_every_page_with_all() {
     );
     assert!(!printed.contains("next cursor"), "{printed}");
 }
+
+/// `labctl apply` sends `{operation_id, path, tool, inputs, recipe}` signed
+/// for `apply` and prints the answer readably; `labctl verify-application`
+/// reads the leaf's entries, fetches the documents its facts name, prints
+/// each check and fails (exit 5) when one fails.
+#[test]
+fn apply_and_verify_an_application() {
+    use base64::Engine as _;
+    let s = setup("apply", &["read", "publish"]);
+    let attempt = json!({ "root_id": "rt_1", "space_id": "spc_2", "position": 1 });
+    let result_ref = json!({ "root_id": "rt_1", "space_id": "spc_2", "position": 2 });
+    let release = json!({ "root_id": "rt_1", "space_id": "spc_9", "position": 1 });
+    let applied = json!({ "attempt": attempt, "release": release, "outcome": "failed",
+                         "replayed": false, "result": result_ref, "outputs": {},
+                         "reason": "tool: asked to fail", "reused": null });
+    let (address, server) = serve_once(json_answer("201 Created", &applied));
+    let endpoint = format!("http://{address}");
+    let path = ["projects", "alpha", "applications", "run-1"];
+    let mut args = vec![
+        "apply",
+        "--operation-id",
+        "run-1",
+        "--tool",
+        "hostile",
+        "--input",
+        "text=rt_1/spc_3/1",
+        "--recipe",
+        "\"fail\"",
+    ];
+    for label in path {
+        args.extend(["--path", label]);
+    }
+    args.extend([
+        "--key",
+        p(&s.worker_key),
+        "--grants",
+        p(&s.grants),
+        "--endpoint",
+        &endpoint,
+    ]);
+    let out = ok(labctl(&args));
+    let received = server.join().unwrap();
+    assert_eq!(received.route(), "/v1/applications");
+    let body: Value = serde_json::from_slice(&received.body).unwrap();
+    let input = json!({ "root_id": "rt_1", "space_id": "spc_3", "position": 1 });
+    assert_eq!(
+        body,
+        json!({ "operation_id": "run-1", "path": path, "tool": "hostile",
+                "inputs": { "text": input }, "recipe": "fail" })
+    );
+    let labels: Vec<String> = path.map(String::from).to_vec();
+    verify(
+        &received,
+        "apply",
+        GrantKind::Publish,
+        &s.root,
+        &endpoint,
+        &labels,
+    );
+    assert_eq!(
+        stdout(&out),
+        "applied failed\n  attempt  rt_1 spc_2 1\n  result   rt_1 spc_2 2\n  reason   tool: asked to fail\n"
+    );
+
+    // A failed application as the service would close it, signed with the
+    // root key: its leaf's two entries and its four documents.
+    let root_text = std::fs::read_to_string(s.dir.join("root.key")).unwrap();
+    let seed: [u8; 32] = hex::decode(root_text.trim().strip_prefix("ed25519-secret:").unwrap())
+        .unwrap()
+        .try_into()
+        .unwrap();
+    let root_key = lab_coord_auth::SigningKey::from_bytes(&seed);
+    let canonical = |v: &Value| lab_coord_auth::canonical_json(v);
+    let name = |bytes: &[u8]| lab_coord_auth::record::sha256_text(bytes);
+    let request = canonical(
+        &json!({ "tool": "hostile", "release": release, "inputs": { "text": input },
+                                     "recipe": "fail", "normalization": "coord.application-request.v1" }),
+    );
+    let inputs = json!([{ "role": "text", "entry": input,
+                          "artifact": { "bytes": "sha256:aa", "type": "sha256:bb" } }]);
+    let ending = json!({ "outcome": "failed", "reason": "tool: asked to fail", "limits": {"fuel": 1}, "used": {"fuel": 0} });
+    let manifest =
+        canonical(&json!({ "application": attempt, "outputs": [], "counts": {}, "coverage": {} }));
+    let described = json!({ "entry": release, "description": { "name": "hostile" } });
+    let resolution = canonical(
+        &json!({ "application": attempt, "release": described, "inputs": inputs,
+                                        "outcome": "failed", "reason": ending["reason"],
+                                        "limits": ending["limits"], "used": ending["used"] }),
+    );
+    let statement = json!({
+        "_type": "https://in-toto.io/Statement/v1",
+        "subject": [{ "name": "request", "digest": { "sha256": &name(&request)[7..] } }],
+        "predicateType": "urn:coord:application-run:v1",
+        "predicate": { "application": { "path": path, "attempt": attempt }, "release": described,
+                       "request": name(&request), "request_digest": "sha256:cc",
+                       "publisher": s.worker.to_string(), "accepted_at": "t", "inputs": inputs,
+                       "outputs": [], "outcome": "failed", "reason": ending["reason"],
+                       "limits": ending["limits"], "used": ending["used"] },
+    });
+    let envelope = canonical(&lab_coord_auth::dsse::sign_envelope(
+        &root_key,
+        lab_coord_auth::dsse::IN_TOTO_PAYLOAD_TYPE,
+        &canonical(&statement),
+    ));
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let entries = json!({ "space": {}, "through": 3, "scanned_through": 3, "entries": [
+        { "ref": attempt, "origin": "append", "batch": { "first": 1, "last": 2 }, "fact": b64.encode("x"),
+          "attempt": { "release": release, "request": name(&request), "publisher": s.worker.to_string(),
+                       "request_id": "req_1", "request_digest": "sha256:cc", "accepted_at": "t" } },
+        { "ref": json!({ "root_id": "rt_1", "space_id": "spc_2", "position": 2 }), "origin": "append",
+          "batch": { "first": 2, "last": 2 }, "fact": b64.encode("y"),
+          "bound": { "application": attempt, "role": "text", "bound": input } },
+        { "ref": json!({ "root_id": "rt_1", "space_id": "spc_2", "position": 3 }), "origin": "append",
+          "batch": { "first": 3, "last": 3 }, "fact": b64.encode("z"),
+          "result": { "application": attempt, "outcome": "failed", "manifest": name(&manifest),
+                      "resolution": name(&resolution), "attestation": name(&envelope) } },
+    ]});
+    let bytes = |body: &[u8]| {
+        let headers = [
+            "Lab-Service: coord",
+            "Content-Type: application/octet-stream",
+        ];
+        answer("200 OK", &headers, body)
+    };
+    let run = |envelope: &[u8]| {
+        let (address, server) = serve_each(vec![
+            json_answer("200 OK", &entries),
+            bytes(envelope),
+            bytes(&request),
+            bytes(&manifest),
+            bytes(&resolution),
+        ]);
+        let mut args = vec!["verify-application", "--root"];
+        let root = s.root.to_string();
+        args.push(&root);
+        for label in path {
+            args.extend(["--path", label]);
+        }
+        let endpoint = format!("http://{address}");
+        args.extend([
+            "--key",
+            p(&s.worker_key),
+            "--grants",
+            p(&s.grants),
+            "--endpoint",
+            &endpoint,
+        ]);
+        let out = labctl(&args);
+        (out, server)
+    };
+    let (out, server) = run(&envelope);
+    assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        "ok    facts\nok    signature\nok    statement\nok    attempt\nok    inputs\nok    outputs\nok    request\nok    manifest\nok    resolution\n"
+    );
+    let received = server.join().unwrap();
+    assert_eq!(received[0].route(), "/v1/entries");
+    assert_eq!(received[1].route(), "/v1/fetch");
+    // Another envelope than the one the result names is refused.
+    let forged = String::from_utf8(envelope.clone()).unwrap().replacen(
+        "\"payload\":\"",
+        "\"payload\":\"e30",
+        1,
+    );
+    let (out, server) = run(forged.as_bytes());
+    assert_eq!(code(&out), 5, "{}", stdout(&out));
+    assert!(stdout(&out).contains("FAIL  signature"), "{}", stdout(&out));
+    drop(server);
+}

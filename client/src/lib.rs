@@ -11,15 +11,18 @@
 //!   audience sign a built request into the `Svc-Auth` carriage.
 //!
 //! - [`admission`]: offline verification of a declaration's admission.
+//! - [`attestation`]: offline verification of an application.
 //!
 //! The crate does no I/O; each user keeps its own transport.
 
 pub mod admission;
+pub mod attestation;
 pub mod error;
 pub mod request;
 pub mod table;
 
 pub use crate::admission::{verify_admission, Check};
+pub use crate::attestation::verify_application;
 pub use crate::error::BuildError;
 pub use crate::request::{percent_encode, Built, Request};
 pub use crate::table::{find, Answer, BodyKind, Operation, ParamKind, ParamSpec, OPERATIONS};

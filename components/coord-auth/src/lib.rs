@@ -21,10 +21,12 @@
 //!   [`issue_grant`] and chain validity.
 //! - [`verify`]: [`Verifier`], [`ReplayCache`], [`sign_request`].
 //! - [`keys`]: [`Principal`] and strict Ed25519.
+//! - [`dsse`]: DSSE v1 envelopes signed with Ed25519 (attestations).
 //! - [`error`]: [`AuthError`], [`Unverified`], [`SignError`],
 //!   [`RecordError`].
 
 pub mod carriage;
+pub mod dsse;
 pub mod error;
 pub mod grants;
 pub mod keys;

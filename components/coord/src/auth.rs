@@ -135,7 +135,8 @@ pub fn record_start() -> Result<(), String> {
     .map_err(|e| format!("store: {e:?}"))
 }
 
-fn started_at() -> Result<u64, Refusal> {
+/// The second the running service started at (recorded by `prepare`).
+pub fn started_at() -> Result<u64, Refusal> {
     let stored = kv::begin_read().and_then(|txn| txn.get(BOOT.0, BOOT.1))?;
     let bytes: [u8; 8] = stored
         .and_then(|b| b.try_into().ok())

@@ -134,47 +134,32 @@ pub fn check_requests(data: &[u8]) {
 
 /// What holds of one answer of [`request::decode`] for `op`:
 ///
-/// - `not_implemented` names `op`, and `op` answers it whatever the input;
-/// - any other refusal is `invalid` or `structural` (or, for `declare`,
-///   `invalid_record` or `limit_exceeded` of its statement; for `compose`
-///   and `query`, `limit_exceeded` of a decoded bound: the selections of a
-///   view, a query's cursor);
+/// - a refusal is `invalid` or `structural` (or, for `declare`,
+///   `invalid_record` or `limit_exceeded` of its statement; for `compose`,
+///   `query` and `apply`, `limit_exceeded` of a decoded bound: the
+///   selections of a view, a query's cursor, an application's input
+///   roles);
 /// - a query operation decodes to [`Decoded::Query`], a JSON one to its
 ///   own request, whose operation ID, labels and cutoff are in grammar.
 pub fn check_decoded(op: &Operation, decoded: Result<Decoded, Refusal>) {
-    let unimplemented = matches!(request::decode(op, b"{}"), Err(Refusal::NotImplemented(_)));
     let decoded = match decoded {
         Err(refusal) => {
             check_refusal(&refusal);
-            match refusal {
-                Refusal::NotImplemented(name) => {
-                    assert_eq!(name, op.name);
-                    assert!(unimplemented, "{}: sometimes not implemented", op.name);
-                }
-                _ => {
-                    assert!(!unimplemented, "{}: {refusal:?}", op.name);
-                    // A statement's semantic faults and its bounds are
-                    // judged as it is decoded.
-                    let statement = op.name == "declare"
-                        && matches!(refusal.code(), "invalid_record" | "limit_exceeded");
-                    let bound = matches!(op.name, "compose" | "query")
-                        && refusal.code() == "limit_exceeded";
-                    assert!(
-                        statement || bound || matches!(refusal.code(), "invalid" | "structural"),
-                        "{}: {refusal:?}",
-                        op.name
-                    );
-                }
-            }
+            // A statement's semantic faults and its bounds are judged as it
+            // is decoded.
+            let statement = op.name == "declare"
+                && matches!(refusal.code(), "invalid_record" | "limit_exceeded");
+            let bound = matches!(op.name, "compose" | "query" | "apply")
+                && refusal.code() == "limit_exceeded";
+            assert!(
+                statement || bound || matches!(refusal.code(), "invalid" | "structural"),
+                "{}: {refusal:?}",
+                op.name
+            );
             return;
         }
         Ok(decoded) => decoded,
     };
-    assert!(
-        !unimplemented,
-        "{}: decoded though not implemented",
-        op.name
-    );
     if let Decoded::Query = decoded {
         assert_ne!(
             op.body,
@@ -249,6 +234,13 @@ pub fn check_decoded(op: &Operation, decoded: Result<Decoded, Refusal>) {
                 statement.premise_count() + statement.relations.len() < request::MAX_BATCH_FACTS
             );
             ("declare", &r.operation_id)
+        }
+        Decoded::Apply(r) => {
+            r.path.iter().for_each(|l| label(l));
+            assert!(layout::check_user_labels(&r.path).is_ok());
+            user_label(&r.tool);
+            assert!(r.inputs.len() <= request::MAX_INPUT_ROLES);
+            ("apply", &r.operation_id)
         }
         // `Decoded::Query` is answered above; a request added since is
         // only checked for its operation.

@@ -8,6 +8,8 @@
 //! - [`world`]: settings and the provisioned world.
 //! - [`layout`]: positions of the world layout and label grammar.
 //! - [`tools`]: configured tool releases and their artifact spaces.
+//! - [`application`]: the documents of an application (request, manifest,
+//!   resolution, attestation statement).
 //! - [`facts`]: the `coord-facts-v2` fact profile.
 //! - [`backend`], [`journal`], [`blobs`]: the services underneath.
 //! - [`request`]: the strict body decoders.
@@ -17,6 +19,7 @@
 //! - [`views`]: view evaluation and the retained view index.
 //! - [`operational`]: `livez`, `healthz`, `describe`, `describe/{file}`.
 
+pub mod application;
 pub mod auth;
 pub mod backend;
 pub mod blobs;
@@ -75,11 +78,24 @@ impl Guest for Coord {
         // journal does not.
         let tools = lab_guest::lab::platform::config::get("tools").unwrap_or_else(|| "[]".into());
         tools::configured(&tools).map_err(|e| e.message())?;
-        if let Err(e) = world::world(&settings) {
-            log::emit(
+        match world::world(&settings) {
+            Err(e) => log::emit(
                 log::Level::Warn,
                 &format!("the world is not provisioned yet: {}", e.message()),
-            );
+            ),
+            // Runs cut by the previous process end now; what cannot be
+            // closed yet is closed when its application is next asked about.
+            Ok(world) => match ops::apply::interrupt_cut_runs(&world, &settings) {
+                Ok(0) => {}
+                Ok(n) => log::emit(
+                    log::Level::Info,
+                    &format!("{n} cut application runs closed as interrupted"),
+                ),
+                Err(e) => log::emit(
+                    log::Level::Warn,
+                    &format!("cut application runs are not closed yet: {}", e.message()),
+                ),
+            },
         }
         Ok(())
     }
@@ -266,10 +282,8 @@ fn operation(
             Vec::new()
         }
     };
-    // Decision 16: what this source does not serve says so before any proof.
     let handler = match op.serve {
         Serve::Query(handler) | Serve::Json { run: handler, .. } => handler,
-        Serve::NotImplemented => return Err(Refusal::NotImplemented(op.name)),
     };
     let settings = Settings::load()?;
     let carriage = auth::carriage(lab_kit::header(request, "svc-auth").ok().flatten())?;

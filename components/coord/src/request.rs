@@ -34,6 +34,7 @@ pub enum Decoded {
     Compose(ComposeRequest),
     ViewQuery(QueryRequest),
     Explain(ExplainRequest),
+    Apply(ApplyRequest),
 }
 
 /// Greatest original body of a `declare` request (request rule 2).
@@ -122,6 +123,26 @@ impl Statement {
         self.justifications.iter().map(|j| j.premises.len()).sum()
     }
 }
+
+/// An application of a tool (`apply`).
+#[derive(Debug, Clone)]
+pub struct ApplyRequest {
+    pub operation_id: String,
+    pub path: Vec<String>,
+    pub tool: String,
+    /// Role to input occurrence, in role order.
+    pub inputs: BTreeMap<String, EntryRef>,
+    pub recipe: serde_json::Value,
+    /// The release occurrence asked for; none: the tool's configured one.
+    pub release: Option<EntryRef>,
+    /// Accepted and not part of the semantic request: every run ends
+    /// within its call (HTTP.md decision 33).
+    pub wait: Option<bool>,
+}
+
+/// Greatest number of input roles of one application: the attempt and
+/// one `bound` fact per role fill one batch.
+pub const MAX_INPUT_ROLES: usize = MAX_BATCH_FACTS - 1;
 
 /// Greatest number of selections of one view.
 pub const MAX_SELECTIONS: usize = 16_384;
@@ -286,6 +307,7 @@ decoded_from! {
     Compose(ComposeRequest),
     ViewQuery(QueryRequest),
     Explain(ExplainRequest),
+    Apply(ApplyRequest),
 }
 
 /// The body's strict decoding alone, as `op`'s row does it.
@@ -293,7 +315,6 @@ pub fn decode(op: &Operation, body: &[u8]) -> Result<Decoded, Refusal> {
     match op.serve {
         Serve::Query(_) => Ok(Decoded::Query),
         Serve::Json { decode, .. } => decode(body),
-        Serve::NotImplemented => Err(Refusal::NotImplemented(op.name)),
     }
 }
 
@@ -479,6 +500,45 @@ fn metadata(body: &mut Object) -> Result<BTreeMap<String, String>, Refusal> {
         }
     }
     Ok(metadata)
+}
+
+pub fn apply(mut body: Object) -> Result<ApplyRequest, Refusal> {
+    let operation_id = operation_id(&mut body)?;
+    let path = path(&mut body, "path")?;
+    let tool = body.take_required_str("tool").map_err(shape)?;
+    layout::check_user_label("tool", &tool)?;
+    let listed = body.take_required_object("inputs").map_err(shape)?;
+    let mut inputs = BTreeMap::new();
+    for (role, entry) in listed.into_members() {
+        if inputs.len() == MAX_INPUT_ROLES {
+            return Err(Refusal::LimitExceeded(format!(
+                "an application binds at most {MAX_INPUT_ROLES} input roles"
+            )));
+        }
+        let entry = entry_ref(entry, "inputs")?;
+        inputs.insert(role, entry);
+    }
+    let recipe = body
+        .take("recipe")
+        .ok_or_else(|| Refusal::invalid("recipe", "`recipe` is required (null is a recipe)"))?;
+    let recipe = serde_json::to_value(&recipe)
+        .map_err(|_| Refusal::invalid("recipe", "not representable"))?;
+    let release = match body.take_optional("release") {
+        None | Some(Json::Null) => None,
+        Some(entry) => Some(entry_ref(entry, "release")?),
+    };
+    let wait = body.take_optional_bool("wait").map_err(shape)?;
+    body.finish().map_err(shape)?;
+    layout::check_user_labels(&path)?;
+    Ok(ApplyRequest {
+        operation_id,
+        path,
+        tool,
+        inputs,
+        recipe,
+        release,
+        wait,
+    })
 }
 
 pub fn compose(mut body: Object) -> Result<ComposeRequest, Refusal> {

@@ -8,7 +8,7 @@
 use crate::ops::{content, export, json, read};
 use crate::refusal::Refusal;
 use crate::request::{
-    AssignRequest, ComposeRequest, CreateArtifactRequest, CreateCampaignRequest,
+    ApplyRequest, AssignRequest, ComposeRequest, CreateArtifactRequest, CreateCampaignRequest,
     CreateProjectRequest, DeclareRequest, Decoded, ExplainRequest, ProvisionWorkerRequest,
     PublishRequest, QueryRequest, RetireWorkerRequest,
 };
@@ -50,8 +50,6 @@ pub enum Serve {
         decode: fn(&[u8]) -> Result<Decoded, Refusal>,
         run: Handler,
     },
-    /// Not served by this source: `not_implemented` before any proof.
-    NotImplemented,
 }
 
 /// One row of the table.
@@ -196,7 +194,7 @@ pub const OPERATIONS: &[Operation] = &[
         grant: G::Publish,
         params: &[],
         body: B::Json,
-        serve: Serve::NotImplemented,
+        serve: json::<ApplyRequest>(),
     },
     Operation {
         name: "query",

@@ -90,9 +90,10 @@ pub fn fetch(call: &mut Call<'_>) -> Result<Reply, Refusal> {
     let wanted = Hash::parse(call.query.string("bytes").unwrap_or_default())
         .ok_or_else(|| Refusal::invalid("bytes", "`bytes` is a hash"))?;
     let space = super::read::existing(call, &path)?;
-    let declared = || {
-        let at_declarations = layout::classify(&path) == Position::Declarations;
-        Ok::<_, Refusal>(at_declarations && declarations::names(&space, &wanted)?)
+    let declared = || match layout::classify(&path) {
+        Position::Declarations => declarations::names(&space, &wanted),
+        Position::Application => super::apply::names(&space, &wanted),
+        _ => Ok(false),
     };
     if !names(&space, &wanted)? && !declared()? {
         return Err(Refusal::Unresolved {
@@ -127,7 +128,8 @@ pub fn fetch(call: &mut Call<'_>) -> Result<Reply, Refusal> {
 /// Whether the journal of `space` names `wanted`: as the bytes of its
 /// content fact, or as the payload hash of one of its records. (At a
 /// declarations path, envelopes and their frames are found through the
-/// declaration index instead.)
+/// declaration index instead; at an application, through its attempt and
+/// result.)
 fn names(space: &journal::Space, wanted: &Hash) -> Result<bool, Refusal> {
     let b64 = base64::engine::general_purpose::STANDARD;
     let content =

@@ -7,7 +7,9 @@
 //! - [`provision`]: the provisioning verbs and `create_artifact`.
 //! - [`declare`]: `declare`, its admission and its replay.
 //! - [`views`]: `compose`, `query`, `explain`.
+//! - [`apply`]: `apply`: attempt, run, outputs, completion, attestation.
 
+pub mod apply;
 pub mod content;
 pub mod declare;
 pub mod export;
@@ -21,9 +23,9 @@ use crate::facts;
 use crate::journal::Space;
 use crate::refusal::Refusal;
 use crate::request::{
-    self, AssignRequest, ComposeRequest, CreateArtifactRequest, CreateCampaignRequest,
-    CreateProjectRequest, DeclareRequest, Decoded, ExplainRequest, ProvisionWorkerRequest,
-    PublishRequest, QueryRequest, RetireWorkerRequest,
+    self, ApplyRequest, AssignRequest, ComposeRequest, CreateArtifactRequest,
+    CreateCampaignRequest, CreateProjectRequest, DeclareRequest, Decoded, ExplainRequest,
+    ProvisionWorkerRequest, PublishRequest, QueryRequest, RetireWorkerRequest,
 };
 use crate::table::Serve;
 use crate::world::World;
@@ -105,6 +107,7 @@ json_operations! {
     ComposeRequest => request::compose, views::compose;
     QueryRequest => request::query, views::query;
     ExplainRequest => request::explain, views::explain;
+    ApplyRequest => request::apply, apply::apply;
 }
 
 /// A read of a journal refused: `invalid` keeps its field (a cutoff inside
