@@ -18,6 +18,7 @@ const COMPONENTS: &[(&str, &str, Option<&str>)] = &[
     ("lab-tool-hostile", "lab_tool_hostile", None),
     ("lab-tool-effects", "lab_tool_effects", None),
     ("lab-tool-reach", "lab_tool_reach", None),
+    ("lab-tool-jsonschema", "lab_tool_jsonschema", None),
 ];
 
 fn main() {

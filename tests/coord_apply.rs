@@ -51,32 +51,6 @@ impl Coord {
         self.artifact(A1, b"hello, world\n")
     }
 
-    fn project(&self, label: &str) {
-        let body = json!({ "operation_id": format!("project-{label}"), "label": label });
-        self.ok(&self.admin(), &Req::json("create_project", &body), 201);
-    }
-
-    /// An artifact at `path` with `bytes`; answers its content occurrence.
-    fn artifact(&self, path: &str, bytes: &[u8]) -> Value {
-        let admin = self.admin();
-        let descriptor = br#"{"interpretation":"text"}"#;
-        let kind = support::name_of(descriptor);
-        let project = path.split('/').take(2).collect::<Vec<_>>().join("/");
-        for body in [&descriptor[..], bytes] {
-            let req = Req::raw("retain", body.to_vec())
-                .path(&project)
-                .string("type", &kind);
-            self.ok(&admin, &req, 200);
-        }
-        let artifact = json!({ "bytes": support::name_of(bytes), "type": kind });
-        let body = json!({ "operation_id": path.replace('/', "."), "path": labels(path), "artifact": artifact });
-        self.ok(&admin, &Req::json("create_artifact", &body), 201)["content"]["entry"].clone()
-    }
-
-    fn apply(&self, who: &Holder, body: &Value) -> Response {
-        self.send(who, &Req::json("apply", body))
-    }
-
     fn entries(&self, path: &str) -> Vec<Value> {
         let page = self.ok(
             &self.admin(),
@@ -85,18 +59,6 @@ impl Coord {
         );
         assert!(page.get("next_after").is_none());
         page["entries"].as_array().unwrap().clone()
-    }
-
-    fn exists(&self, path: &str) -> bool {
-        let answer = self.ok(&self.admin(), &Req::read("resolve").path(path), 200);
-        !answer["space"].is_null()
-    }
-
-    fn fetch(&self, path: &str, hash: &str) -> Response {
-        self.send(
-            &self.admin(),
-            &Req::read("fetch").path(path).string("bytes", hash),
-        )
     }
 
     /// A publisher on project `alpha` that may read it too.

@@ -44,11 +44,6 @@ impl Coord {
         self.ok(&self.admin(), &Req::read("resolve").path(path), 200)["space"].clone()
     }
 
-    fn project(&self, label: &str) {
-        let body = json!({ "operation_id": format!("project-{label}"), "label": label });
-        self.ok(&self.admin(), &Req::json("create_project", &body), 201);
-    }
-
     /// `provision_worker` as `who`.
     fn provision(&self, who: &Holder, body: &Value) -> Response {
         self.send(who, &Req::json("provision_worker", body))

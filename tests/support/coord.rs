@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use lab_coord_auth::{issue_grant, Grant, GrantFields, GrantKind, Principal, SigningKey};
 use lab_coord_client::{Built, Request};
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use super::{Client, Labd, Response};
 
@@ -274,4 +274,49 @@ pub fn try_send(
     stream.write_all(head.as_bytes())?;
     stream.write_all(&built.body)?;
     super::try_read_response(&mut stream)
+}
+
+/// Projects, artifacts and applications, as the root's administrator.
+impl Coord {
+    /// A project `label`.
+    pub fn project(&self, label: &str) {
+        let body = json!({ "operation_id": format!("project-{label}"), "label": label });
+        self.ok(&self.admin(), &Req::json("create_project", &body), 201);
+    }
+
+    /// An artifact at `path` with `bytes`; answers its content occurrence.
+    pub fn artifact(&self, path: &str, bytes: &[u8]) -> Value {
+        let admin = self.admin();
+        let descriptor = br#"{"interpretation":"text"}"#;
+        let kind = super::name_of(descriptor);
+        let project = path.split('/').take(2).collect::<Vec<_>>().join("/");
+        for body in [&descriptor[..], bytes] {
+            let req = Req::raw("retain", body.to_vec())
+                .path(&project)
+                .string("type", &kind);
+            self.ok(&admin, &req, 200);
+        }
+        let artifact = json!({ "bytes": super::name_of(bytes), "type": kind });
+        let body = json!({ "operation_id": path.replace('/', "."), "path": labels(path), "artifact": artifact });
+        self.ok(&admin, &Req::json("create_artifact", &body), 201)["content"]["entry"].clone()
+    }
+
+    /// `apply` with `body`, signed by `who`.
+    pub fn apply(&self, who: &Holder, body: &Value) -> Response {
+        self.send(who, &Req::json("apply", body))
+    }
+
+    /// The bytes `hash` as served at `path`.
+    pub fn fetch(&self, path: &str, hash: &str) -> Response {
+        self.send(
+            &self.admin(),
+            &Req::read("fetch").path(path).string("bytes", hash),
+        )
+    }
+
+    /// Whether a space exists at `path`.
+    pub fn exists(&self, path: &str) -> bool {
+        let answer = self.ok(&self.admin(), &Req::read("resolve").path(path), 200);
+        !answer["space"].is_null()
+    }
 }

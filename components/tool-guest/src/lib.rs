@@ -20,6 +20,34 @@ wit_bindgen::generate!({
 
 pub use alloc::{format, string::String, vec, vec::Vec};
 
+/// The largest a call to `inputs::read` answers.
+pub const READ_CHUNK: u32 = 1 << 20;
+
+/// The whole input bound to `role`, read in chunks; an error names a
+/// missing input or one that ended before its bound size.
+pub fn read_input(role: &str) -> Result<Vec<u8>, String> {
+    let size = lab::tool::inputs::bound()
+        .into_iter()
+        .find(|i| i.role == role)
+        .map(|i| i.size)
+        .ok_or_else(|| format!("no input `{role}`"))?;
+    let mut bytes = Vec::with_capacity(
+        usize::try_from(size).map_err(|_| format!("input `{role}` is too large"))?,
+    );
+    while (bytes.len() as u64) < size {
+        match lab::tool::inputs::read(role, bytes.len() as u64, READ_CHUNK) {
+            Some(chunk) if !chunk.is_empty() => bytes.extend_from_slice(&chunk),
+            _ => {
+                return Err(format!(
+                    "input `{role}` ended at {} of {size} bytes",
+                    bytes.len()
+                ))
+            }
+        }
+    }
+    Ok(bytes)
+}
+
 #[cfg(target_arch = "wasm32")]
 mod bare {
     use core::alloc::{GlobalAlloc, Layout};
@@ -97,6 +125,28 @@ mod bare {
             core::arch::wasm32::unreachable()
         }
         block
+    }
+
+    /// `memcmp`, which core's slice and string comparisons call: on
+    /// `wasm32-wasip2` it comes from the C library, which a release without
+    /// `std` does not link.
+    #[export_name = "memcmp"]
+    unsafe extern "C" fn memcmp(a: *const u8, b: *const u8, n: usize) -> i32 {
+        for i in 0..n {
+            // SAFETY: the caller passes two ranges of `n` readable bytes.
+            let (x, y) = unsafe { (*a.add(i), *b.add(i)) };
+            if x != y {
+                return i32::from(x) - i32::from(y);
+            }
+        }
+        0
+    }
+
+    /// `bcmp`: equality only, the same answer as `memcmp` suffices.
+    #[export_name = "bcmp"]
+    unsafe extern "C" fn bcmp(a: *const u8, b: *const u8, n: usize) -> i32 {
+        // SAFETY: as `memcmp`.
+        unsafe { memcmp(a, b, n) }
     }
 
     #[panic_handler]
