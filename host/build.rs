@@ -19,6 +19,7 @@ const COMPONENTS: &[(&str, &str, Option<&str>)] = &[
     ("lab-tool-effects", "lab_tool_effects", None),
     ("lab-tool-reach", "lab_tool_reach", None),
     ("lab-tool-jsonschema", "lab_tool_jsonschema", None),
+    ("lab-tool-unpack", "lab_tool_unpack", None),
 ];
 
 fn main() {

@@ -12,7 +12,10 @@ use support::coord::{labels, Coord, Holder};
 use support::Labd;
 
 /// (name `apply` calls it by, crate directory, component stem)
-const TOOLS: &[(&str, &str, &str)] = &[("jsonschema", "tool-jsonschema", "tool_jsonschema")];
+const TOOLS: &[(&str, &str, &str)] = &[
+    ("jsonschema", "tool-jsonschema", "tool_jsonschema"),
+    ("unpack", "tool-unpack", "tool_unpack"),
+];
 
 fn start() -> (Labd, Coord) {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../components");
@@ -109,6 +112,7 @@ fn the_shipped_tools_run_their_inputs_and_refuse_malformed_ones() {
     let (_labd, coord) = start();
     let who = publisher(&coord);
     jsonschema(&coord, &who);
+    unpack(&coord, &who);
 }
 
 fn jsonschema(coord: &Coord, who: &Holder) {
@@ -199,4 +203,134 @@ fn jsonschema(coord: &Coord, who: &Holder) {
         "tool: schema: unsupported keyword `pattern` at `/properties/id`"
     );
     assert!(!coord.exists("projects/alpha/artifacts/pattern:0.0"));
+}
+
+/// A ustar archive of `(path, type flag, data)`, two zero blocks after.
+fn tar(members: &[(&str, u8, &[u8])]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (path, flag, data) in members {
+        let mut h = vec![0u8; 512];
+        h[..path.len()].copy_from_slice(path.as_bytes());
+        h[100..107].copy_from_slice(b"0000600");
+        h[124..135].copy_from_slice(format!("{:011o}", data.len()).as_bytes());
+        h[156] = *flag;
+        h[257..265].copy_from_slice(b"ustar\x0000");
+        h[148..156].copy_from_slice(b"        ");
+        let sum: u32 = h.iter().map(|&b| u32::from(b)).sum();
+        h[148..155].copy_from_slice(format!("{sum:06o}\0").as_bytes());
+        out.extend(h);
+        out.extend_from_slice(data);
+        out.resize(out.len().div_ceil(512) * 512, 0);
+    }
+    out.extend([0u8; 1024]);
+    out
+}
+
+/// `data` as gzip of stored (uncompressed) deflate blocks: what the
+/// release must inflate, without a compressor in the tests.
+fn gzip_stored(data: &[u8]) -> Vec<u8> {
+    let mut out = vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 255];
+    let blocks: Vec<&[u8]> = data.chunks(65_535).collect();
+    for (i, block) in blocks.iter().enumerate() {
+        out.push(u8::from(i + 1 == blocks.len()));
+        let len = block.len() as u16;
+        out.extend(len.to_le_bytes());
+        out.extend((!len).to_le_bytes());
+        out.extend_from_slice(block);
+    }
+    let mut crc = !0u32;
+    for &b in data {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = (crc >> 1) ^ (0xedb8_8320 & (crc & 1).wrapping_neg());
+        }
+    }
+    out.extend((!crc).to_le_bytes());
+    out.extend((data.len() as u32).to_le_bytes());
+    out
+}
+
+fn unpack(coord: &Coord, who: &Holder) {
+    let archive = gzip_stored(&tar(&[
+        ("docs/a.txt", b'0', b"alpha\n"),
+        ("docs", b'5', b""),
+        ("link", b'2', b""),
+        ("../escape", b'0', b"no"),
+        ("b.bin", b'0', &[0u8, 1, 2, 255]),
+    ]));
+    let input = coord.artifact("projects/alpha/artifacts/archive", &archive);
+    let run = Run::apply(
+        coord,
+        who,
+        "unpack",
+        "unpack",
+        json!({ "archive": input }),
+        json!({}),
+    );
+    run.completed();
+    // Roles in the description's order: `index` is 0, `member` is 1.
+    assert_eq!(run.output(coord, 1, 0), b"alpha\n");
+    assert_eq!(run.output(coord, 1, 1), [0u8, 1, 2, 255]);
+    assert!(!coord.exists("projects/alpha/artifacts/unpack:1.2"));
+    let index: Value = serde_json::from_slice(&run.output(coord, 0, 0)).unwrap();
+    let members = index["members"].as_array().unwrap();
+    let summary: Vec<(&str, &str, Option<&str>)> = members
+        .iter()
+        .map(|m| {
+            (
+                m["path"].as_str().unwrap(),
+                m["type"].as_str().unwrap(),
+                m["skipped"].as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("docs/a.txt", "file", None),
+            ("docs", "directory", Some("directory")),
+            ("link", "symlink", Some("link to ``")),
+            ("../escape", "file", Some("`..` in path")),
+            ("b.bin", "file", None),
+        ]
+    );
+    let hash = support::name_of(b"alpha\n");
+    assert_eq!(members[0]["sha256"], hash.trim_start_matches("sha256:"));
+    assert_eq!(members[0]["mode"], "0600");
+    assert_eq!(members[4]["ordinal"], 1);
+    assert_eq!(members[4]["size"], 4);
+
+    // Not an archive: the tool's reason, no output.
+    let text = coord.artifact("projects/alpha/artifacts/text", &[b'x'; 600]);
+    let run = Run::apply(
+        coord,
+        who,
+        "not-tar",
+        "unpack",
+        json!({ "archive": text }),
+        json!({}),
+    );
+    let reason = run.failed();
+    assert!(
+        reason.starts_with("tool: member 1: header checksum"),
+        "{reason}"
+    );
+    assert!(!coord.exists("projects/alpha/artifacts/not-tar:0.0"));
+
+    // A bomb of more members than a run may output: the runner's limit
+    // ends it, naming the limit.
+    let names: Vec<String> = (0..130).map(|i| format!("m{i}")).collect();
+    let bomb: Vec<(&str, u8, &[u8])> = names.iter().map(|n| (n.as_str(), b'0', &b""[..])).collect();
+    let bomb = coord.artifact("projects/alpha/artifacts/bomb", &tar(&bomb));
+    let run = Run::apply(
+        coord,
+        who,
+        "bomb",
+        "unpack",
+        json!({ "archive": bomb }),
+        json!({}),
+    );
+    let reason = run.failed();
+    assert!(reason.starts_with("limit: outputs"), "{reason}");
+    assert!(!coord.exists("projects/alpha/artifacts/bomb:1.0"));
 }
