@@ -5,7 +5,7 @@ CARGO ?= cargo
 COMPONENTS := lab-bytes lab-journal lab-coord lab-coord-auth lab-probe lab-kit lab-guest lab-tool-reach
 # Releases build without the standard library; checked on their own, so
 # that the service components' features (wit-bindgen's `std`) stay apart.
-TOOLS := lab-tool-guest lab-tool-upper lab-tool-hostile lab-tool-effects lab-tool-jsonschema lab-tool-unpack
+TOOLS := lab-tool-guest lab-tool-upper lab-tool-hostile lab-tool-effects lab-tool-jsonschema lab-tool-unpack lab-tool-profile
 
 .PHONY: setup run test lint bench api-check
 

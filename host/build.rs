@@ -20,6 +20,7 @@ const COMPONENTS: &[(&str, &str, Option<&str>)] = &[
     ("lab-tool-reach", "lab_tool_reach", None),
     ("lab-tool-jsonschema", "lab_tool_jsonschema", None),
     ("lab-tool-unpack", "lab_tool_unpack", None),
+    ("lab-tool-profile", "lab_tool_profile", None),
 ];
 
 fn main() {

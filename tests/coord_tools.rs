@@ -15,6 +15,7 @@ use support::Labd;
 const TOOLS: &[(&str, &str, &str)] = &[
     ("jsonschema", "tool-jsonschema", "tool_jsonschema"),
     ("unpack", "tool-unpack", "tool_unpack"),
+    ("profile", "tool-profile", "tool_profile"),
 ];
 
 fn start() -> (Labd, Coord) {
@@ -113,6 +114,7 @@ fn the_shipped_tools_run_their_inputs_and_refuse_malformed_ones() {
     let who = publisher(&coord);
     jsonschema(&coord, &who);
     unpack(&coord, &who);
+    profile(&coord, &who);
 }
 
 fn jsonschema(coord: &Coord, who: &Holder) {
@@ -333,4 +335,54 @@ fn unpack(coord: &Coord, who: &Holder) {
     let reason = run.failed();
     assert!(reason.starts_with("limit: outputs"), "{reason}");
     assert!(!coord.exists("projects/alpha/artifacts/bomb:1.0"));
+}
+
+fn profile(coord: &Coord, who: &Holder) {
+    let table = coord.artifact(
+        "projects/alpha/artifacts/table",
+        b"city;pop;note\r\nOslo;709000;\"cold; dark\"\r\nLima;10000000;\r\n",
+    );
+    let recipe = json!({ "delimiter": ";" });
+    let run = Run::apply(
+        coord,
+        who,
+        "profile",
+        "profile",
+        json!({ "table": table }),
+        recipe,
+    );
+    let profile: Value = serde_json::from_slice(&run.completed().output(coord, 0, 0)).unwrap();
+    assert_eq!(
+        profile,
+        json!({"rows": 2, "columns": [
+            {"name": "city", "count": 2, "nulls": 0, "distinct": 2, "distinct_exact": true,
+             "type": "text", "min_length": 4, "max_length": 4},
+            {"name": "pop", "count": 2, "nulls": 0, "distinct": 2, "distinct_exact": true,
+             "type": "integer", "min": 709000, "max": 10000000, "mean": 5354500.0},
+            {"name": "note", "count": 1, "nulls": 1, "distinct": 1, "distinct_exact": true,
+             "type": "text", "min_length": 10, "max_length": 10},
+        ]})
+    );
+
+    // An unclosed quote, a recipe member it does not know: the tool's reason.
+    let broken = coord.artifact("projects/alpha/artifacts/broken", b"a,b\n1,\"open\n");
+    let run = Run::apply(
+        coord,
+        who,
+        "broken",
+        "profile",
+        json!({ "table": broken }),
+        json!({}),
+    );
+    assert_eq!(run.failed(), "tool: line 2: a quoted field is not closed");
+    let run = Run::apply(
+        coord,
+        who,
+        "quote",
+        "profile",
+        json!({ "table": table }),
+        json!({ "quote": "'" }),
+    );
+    assert_eq!(run.failed(), "tool: recipe: unknown member `quote`");
+    assert!(!coord.exists("projects/alpha/artifacts/quote:0.0"));
 }
