@@ -13,6 +13,8 @@
 //!   cost.
 //! - [`tools`]: the start-up cost of a tool run, against a request that
 //!   runs nothing.
+//! - [`validator`]: the JSON Schema validator release's throughput in the
+//!   sandbox, against the same validator natively.
 //!
 //! Output: a header line naming the machine, then one table row per
 //! measurement (`what | figure | baseline | ratio | target`). Progress goes
@@ -26,6 +28,7 @@ mod lmdb;
 mod measure;
 mod native;
 mod tools;
+mod validator;
 
 use anyhow::{Context, Result};
 use clap::Parser;
@@ -133,8 +136,9 @@ fn main() -> Result<()> {
             if selected(Service::Coord) {
                 rows.extend(coord::run(coord, threads).await?);
             }
-            if let Some((coord, release)) = tools {
-                rows.extend(tools::run(coord, &release).await?);
+            if let Some((coord, releases)) = tools {
+                rows.extend(tools::run(coord, &releases.upper).await?);
+                rows.extend(validator::run(coord, &releases.jsonschema).await?);
             }
             anyhow::Ok(rows)
         }

@@ -28,17 +28,21 @@ const ROUNDS: usize = 5;
 const START_UP_TARGET_US: f64 = 1000.0;
 const INPUT: &[u8] = b"hello, tools";
 
-/// A `labd` whose coordination component is the probe, with `upper`
-/// configured as a release.
-pub fn start(binary: &Path, scratch: &Path) -> Result<(Labd, String)> {
+/// The releases the tools `labd` runs, by component digest.
+#[derive(Debug, Clone)]
+pub struct Releases {
+    pub upper: String,
+    pub jsonschema: String,
+}
+
+/// A `labd` whose coordination component is the probe, with `upper` and
+/// the shipped `jsonschema` configured as releases.
+pub fn start(binary: &Path, scratch: &Path) -> Result<(Labd, Releases)> {
     let built = binary
         .parent()
         .context("the labd path has no directory")?
         .join("../components/wasm32-wasip2/release");
     let probe = built.join("lab_probe.wasm");
-    let upper = built.join("lab_tool_upper.wasm");
-    let wasm = std::fs::read(&upper).with_context(|| format!("read {}", upper.display()))?;
-    let release = format!("sha256:{}", hex(&Sha256::digest(&wasm)));
     std::fs::create_dir_all(scratch)?;
     let description = scratch.join("upper.json");
     std::fs::write(
@@ -47,17 +51,33 @@ pub fn start(binary: &Path, scratch: &Path) -> Result<(Labd, String)> {
   "inputs": [{"role": "text", "required": true}], "outputs": [{"role": "text"}],
   "effects": [], "egress": [], "deterministic": true}"#,
     )?;
-    let mut tool = OsString::from(description);
-    tool.push("=");
-    tool.push(&upper);
-    let extra = [
-        "--coord-component".into(),
-        probe.into_os_string(),
-        "--coord-tool".into(),
-        tool,
-    ];
-    Ok((Labd::start_with(binary, scratch, &extra)?, release))
+    let jsonschema = scratch.join("jsonschema.json");
+    std::fs::write(&jsonschema, JSONSCHEMA_RELEASE)?;
+    let mut extra = vec!["--coord-component".into(), probe.into_os_string()];
+    let mut digests = Vec::new();
+    for (description, stem) in [
+        (description, "lab_tool_upper"),
+        (jsonschema, "lab_tool_jsonschema"),
+    ] {
+        let component = built.join(format!("{stem}.wasm"));
+        let wasm =
+            std::fs::read(&component).with_context(|| format!("read {}", component.display()))?;
+        digests.push(format!("sha256:{}", hex(&Sha256::digest(&wasm))));
+        let mut tool = OsString::from(description);
+        tool.push("=");
+        tool.push(&component);
+        extra.push("--coord-tool".into());
+        extra.push(tool);
+    }
+    let releases = Releases {
+        upper: digests[0].clone(),
+        jsonschema: digests[1].clone(),
+    };
+    Ok((Labd::start_with(binary, scratch, &extra)?, releases))
 }
+
+/// The shipped validator's description.
+const JSONSCHEMA_RELEASE: &str = include_str!("../../components/tool-jsonschema/release.json");
 
 pub async fn run(coord: std::net::SocketAddr, release: &str) -> Result<Vec<Row>> {
     progress("tool run start-up");
@@ -142,7 +162,7 @@ pub async fn run(coord: std::net::SocketAddr, release: &str) -> Result<Vec<Row>>
 }
 
 /// The `wall-us` of the report's `used FUEL PEAK-MEMORY WALL-US` line.
-fn reported_wall_us(report: &str) -> Result<f64> {
+pub fn reported_wall_us(report: &str) -> Result<f64> {
     let used = report
         .lines()
         .find_map(|line| line.strip_prefix("used "))
@@ -151,15 +171,15 @@ fn reported_wall_us(report: &str) -> Result<f64> {
     Ok(wall.parse::<u64>().context("wall-us")? as f64)
 }
 
-fn micros(d: Duration) -> f64 {
+pub fn micros(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 
-fn median(values: &mut [f64]) -> f64 {
+pub fn median(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
     values[values.len() / 2]
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
