@@ -28,19 +28,22 @@ const ROUNDS: usize = 5;
 const START_UP_TARGET_US: f64 = 1000.0;
 const INPUT: &[u8] = b"hello, tools";
 
-/// A `labd` whose coordination component is the probe, with `upper`
-/// configured as a release.
-pub fn start(binary: &Path, scratch: &Path) -> Result<(Labd, String)> {
-    let built = binary
+/// The built components next to `labd`'s release build.
+fn built(binary: &Path) -> Result<std::path::PathBuf> {
+    Ok(binary
         .parent()
         .context("the labd path has no directory")?
-        .join("../components/wasm32-wasip2/release");
-    let probe = built.join("lab_probe.wasm");
-    let upper = built.join("lab_tool_upper.wasm");
+        .join("../components/wasm32-wasip2/release"))
+}
+
+/// The `--coord-tool` value configuring the deterministic `upper` release
+/// (description written into `dir`), and the release's digest.
+pub fn upper_tool(binary: &Path, dir: &Path) -> Result<(OsString, String)> {
+    let upper = built(binary)?.join("lab_tool_upper.wasm");
     let wasm = std::fs::read(&upper).with_context(|| format!("read {}", upper.display()))?;
     let release = format!("sha256:{}", hex(&Sha256::digest(&wasm)));
-    std::fs::create_dir_all(scratch)?;
-    let description = scratch.join("upper.json");
+    std::fs::create_dir_all(dir)?;
+    let description = dir.join("upper.json");
     std::fs::write(
         &description,
         r#"{"name": "upper", "version": "1", "class": "bench",
@@ -50,6 +53,14 @@ pub fn start(binary: &Path, scratch: &Path) -> Result<(Labd, String)> {
     let mut tool = OsString::from(description);
     tool.push("=");
     tool.push(&upper);
+    Ok((tool, release))
+}
+
+/// A `labd` whose coordination component is the probe, with `upper`
+/// configured as a release.
+pub fn start(binary: &Path, scratch: &Path) -> Result<(Labd, String)> {
+    let probe = built(binary)?.join("lab_probe.wasm");
+    let (tool, release) = upper_tool(binary, scratch)?;
     let extra = [
         "--coord-component".into(),
         probe.into_os_string(),
