@@ -1158,6 +1158,140 @@ fn export_traverses_the_world_and_resumes_by_cursor() {
     assert_eq!(entries as usize, seen.len() - 1 + 1);
 }
 
+/// The check named `name` among `checks`: whether it held, and its detail.
+fn check_of<'a>(checks: &'a [lab_coord_client::Check], name: &str) -> &'a lab_coord_client::Check {
+    checks
+        .iter()
+        .find(|c| c.name == name)
+        .unwrap_or_else(|| panic!("no check {name} in {checks:?}"))
+}
+
+/// `value` as RFC 8785 bytes, and their name.
+fn retained(value: &Value) -> (String, Vec<u8>) {
+    let bytes = lab_coord_auth::canonical_json(value);
+    (support::name_of(&bytes), bytes)
+}
+
+#[test]
+fn export_verifies_offline_and_tampering_is_refused() {
+    let (labd, coord) = start("coord-export-verify");
+    let admin = coord.admin();
+    project(&coord, &admin, "alpha");
+    let body = publish_body("v-1", "projects/alpha/snapshots/s", json!({ "x": 1 }));
+    coord.ok(&admin, &Req::json("publish", &body), 201);
+    let page = coord.ok(&admin, &Req::read("export"), 200);
+    assert_eq!(page["complete"], true, "{page}");
+    let manifest = page["manifest"].as_str().unwrap().to_string();
+    let chunks: Vec<String> = page["chunks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(chunks.len(), 1, "a small world fits one chunk");
+    let bytes = labd.bytes();
+    let mut served = std::collections::HashMap::new();
+    let mut from_service = |name: &str| {
+        let response = bytes.get(&format!("/v1/blobs/{name}"));
+        served.insert(name.to_string(), ());
+        (response.status == 200).then_some(response.body)
+    };
+
+    // The export as retained: every check holds, each blob fetched.
+    let checks = lab_coord_client::verify_export(&[&manifest], &mut from_service);
+    assert_eq!(checks.len(), 6, "{checks:?}");
+    assert!(checks.iter().all(|c| c.passed), "{checks:?}");
+    assert!(served.contains_key(&manifest) && served.contains_key(&chunks[0]));
+
+    let chunk = bytes.get(&format!("/v1/blobs/{}", chunks[0])).body;
+    let manifest_bytes = bytes.get(&format!("/v1/blobs/{manifest}")).body;
+    let manifest_value: Value = serde_json::from_slice(&manifest_bytes).unwrap();
+
+    // A chunk altered in transit: its digest is not its name.
+    let mut altered = chunk.clone();
+    let at = altered.iter().position(|&b| b == b'"').unwrap() + 1;
+    altered[at] ^= 1;
+    let mut tampered = |name: &str| {
+        if name == chunks[0] {
+            Some(altered.clone())
+        } else if name == manifest {
+            Some(manifest_bytes.clone())
+        } else {
+            None
+        }
+    };
+    let checks = lab_coord_client::verify_export(&[&manifest], &mut tampered);
+    let failed = check_of(&checks, "chunks");
+    assert!(
+        !failed.passed && failed.detail.contains("hash"),
+        "{checks:?}"
+    );
+
+    // A forged export, consistent digests but the record left out of the
+    // leaf's stretch: the leaf's prefix is short of its `through`.
+    let leaf = json!(["projects", "alpha", "snapshots", "s"]);
+    let mut lines: Vec<Value> = String::from_utf8(chunk.clone())
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let stretch = lines
+        .iter_mut()
+        .find(|l| l["space"]["path"] == leaf)
+        .expect("the leaf's stretch");
+    assert!(stretch["through"].as_u64().unwrap() >= 1, "{stretch}");
+    stretch["entries"].as_array_mut().unwrap().pop();
+    let forged_chunk: Vec<u8> = lines
+        .iter()
+        .flat_map(|l| format!("{l}\n").into_bytes())
+        .collect();
+    let forged_name = support::name_of(&forged_chunk);
+    let mut forged_manifest = manifest_value.clone();
+    forged_manifest["chunks"] = json!([forged_name]);
+    let (forged_manifest_name, forged_manifest_bytes) = retained(&forged_manifest);
+    let mut forged = |name: &str| {
+        if name == forged_name {
+            Some(forged_chunk.clone())
+        } else if name == forged_manifest_name {
+            Some(forged_manifest_bytes.clone())
+        } else {
+            None
+        }
+    };
+    let checks = lab_coord_client::verify_export(&[&forged_manifest_name], &mut forged);
+    assert!(check_of(&checks, "chunks").passed, "{checks:?}");
+    let failed = check_of(&checks, "positions");
+    assert!(
+        !failed.passed && failed.detail.contains("snapshots"),
+        "{checks:?}"
+    );
+
+    // A manifest that drops the leaf from its covered spaces while calling
+    // itself complete: its parent's creation entry names an uncovered child.
+    let mut dropped = manifest_value.clone();
+    let spaces = dropped["spaces"].as_array_mut().unwrap();
+    let before = spaces.len();
+    spaces.retain(|s| s["space"]["path"] != leaf);
+    assert_eq!(spaces.len(), before - 1);
+    let (dropped_name, dropped_bytes) = retained(&dropped);
+    let mut dropping = |name: &str| {
+        if name == dropped_name {
+            Some(dropped_bytes.clone())
+        } else if name == chunks[0] {
+            Some(chunk.clone())
+        } else {
+            None
+        }
+    };
+    let checks = lab_coord_client::verify_export(&[&dropped_name], &mut dropping);
+    assert!(check_of(&checks, "positions").passed, "{checks:?}");
+    let failed = check_of(&checks, "children");
+    assert!(
+        !failed.passed && failed.detail.contains("does not cover"),
+        "{checks:?}"
+    );
+}
+
 #[test]
 fn read_selectors_cursors_and_preconditions_are_checked() {
     let (_labd, coord) = start("coord-selectors");

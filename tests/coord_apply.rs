@@ -24,12 +24,21 @@ const A1: &str = "projects/alpha/artifacts/a1";
 
 /// `labd` with the `upper` and `hostile` releases and `extra` settings.
 fn start_with_tools(name: &str, extra: &[&str]) -> (Labd, Coord) {
+    start_tools(
+        name,
+        &[
+            ("upper", UPPER, "tool_upper"),
+            ("hostile", HOSTILE, "tool_hostile"),
+        ],
+        extra,
+    )
+}
+
+/// `labd` with `tools` (name, description, component) and `extra` settings.
+fn start_tools(name: &str, tools: &[(&str, &str, &str)], extra: &[&str]) -> (Labd, Coord) {
     let dir = support::temp_dir(&format!("{name}-tools"));
     let mut args: Vec<String> = Vec::new();
-    for (tool, description, component) in [
-        ("upper", UPPER, "tool_upper"),
-        ("hostile", HOSTILE, "tool_hostile"),
-    ] {
+    for &(tool, description, component) in tools {
         let file = dir.join(format!("{tool}.json"));
         std::fs::write(&file, description).unwrap();
         let component = support::built_component(component);
@@ -630,4 +639,210 @@ fn a_run_beyond_the_concurrent_runs_fails_naming_the_limit() {
         busy["reason"].as_str().unwrap().starts_with("limit: "),
         "{busy}"
     );
+}
+
+/// The tool runs the host started, from the coordination service's metrics.
+fn runs(labd: &Labd) -> u64 {
+    let metrics = labd.coord_management().get("/metrics");
+    assert_eq!(metrics.status, 200);
+    String::from_utf8(metrics.body)
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("lab_tool_runs_total "))
+        .expect("the metrics count tool runs")
+        .parse()
+        .unwrap()
+}
+
+/// `application` at `projects/alpha/applications/<name>`, answered 201.
+fn apply_at(
+    coord: &Coord,
+    who: &Holder,
+    name: &str,
+    tool: &str,
+    inputs: Value,
+    recipe: Value,
+) -> Value {
+    let path = format!("projects/alpha/applications/{name}");
+    created(&coord.apply(who, &application(name, &path, tool, inputs, recipe)))
+}
+
+/// The statement inside a retained DSSE envelope.
+fn statement_of(envelope: &[u8]) -> Value {
+    use base64::Engine as _;
+    let envelope: Value = serde_json::from_slice(envelope).unwrap();
+    let payload = base64::engine::general_purpose::STANDARD
+        .decode(envelope["payload"].as_str().unwrap())
+        .unwrap();
+    serde_json::from_slice(&payload).unwrap()
+}
+
+#[test]
+fn a_deterministic_release_reuses_a_completed_application() {
+    let (labd, coord) = start_with_tools("coord-apply-reuse", &[]);
+    let input = coord.alpha();
+    let publisher = coord.publisher();
+    assert_eq!(runs(&labd), 0);
+    let recipe = json!({ "mode": "all" });
+    let text = |input: &Value| json!({ "text": input });
+    let first = apply_at(
+        &coord,
+        &publisher,
+        "first",
+        "upper",
+        text(&input),
+        recipe.clone(),
+    );
+    assert_eq!(first["outcome"], "completed");
+    assert_eq!(first["reused"], Value::Null);
+    assert_eq!(runs(&labd), 1);
+
+    // Same release, occurrence and recipe: the earlier application answers.
+    let second = apply_at(
+        &coord,
+        &publisher,
+        "second",
+        "upper",
+        text(&input),
+        recipe.clone(),
+    );
+    assert_eq!(second["outcome"], "completed");
+    assert_eq!(second["reused"], first["attempt"]);
+    assert_ne!(second["attempt"], first["attempt"]);
+    assert_eq!(second["outputs"], first["outputs"]);
+    assert_eq!(runs(&labd), 1, "the reusing application ran nothing");
+
+    // Its leaf: its own attempt batch, then `produced` naming the earlier
+    // output and the result; no output space of its own.
+    let leaf = "projects/alpha/applications/second";
+    let entries = coord.entries(leaf);
+    assert_eq!(entries.len(), 4, "{entries:#?}");
+    assert_eq!(entries[0]["ref"], second["attempt"]);
+    assert_eq!(entries[1]["bound"]["bound"], input);
+    let earlier = coord.entries("projects/alpha/applications/first");
+    assert_eq!(
+        entries[2]["produced"]["produced"],
+        earlier[2]["produced"]["produced"]
+    );
+    assert!(!coord.exists("projects/alpha/artifacts/second:0.0"));
+    let result = &entries[3]["result"];
+    assert_eq!(result["outcome"], "completed");
+    let document = |hash: &Value| coord.fetch(leaf, hash.as_str().unwrap()).body;
+    let resolution: Value = serde_json::from_slice(&document(&result["resolution"])).unwrap();
+    let reused = json!({ "application": first["attempt"], "result": first["result"] });
+    assert_eq!(resolution["reused"], reused);
+    assert_eq!(resolution["used"], Value::Null);
+    // The attestation says so, and verifies offline.
+    let statement = statement_of(&document(&result["attestation"]));
+    assert_eq!(statement["predicate"]["reused"], reused);
+    assert_eq!(
+        statement["subject"][0]["digest"]["sha256"],
+        first["outputs"]["text"]["bytes"].as_str().unwrap()["sha256:".len()..]
+    );
+    let root = Principal::of(&coord.root);
+    let mut fetch = |hash: &str| Some(coord.fetch(leaf, hash).body);
+    let checks = lab_coord_client::verify_application(&entries, &mut fetch, &root);
+    assert!(checks.iter().all(|c| c.passed), "{checks:#?}");
+    // The earlier application's own documents name no reuse.
+    let first_result = &earlier[3]["result"];
+    let first_resolution: Value = serde_json::from_slice(
+        &coord
+            .fetch(
+                "projects/alpha/applications/first",
+                first_result["resolution"].as_str().unwrap(),
+            )
+            .body,
+    )
+    .unwrap();
+    assert_eq!(first_resolution["reused"], Value::Null);
+    assert!(first_resolution["used"].is_object());
+
+    // A replay of the reusing application answers it again, reuse included.
+    let body = application("second", leaf, "upper", text(&input), recipe.clone());
+    let again = coord.apply(&publisher, &body);
+    assert_eq!(again.status, 200);
+    let again = again.json();
+    assert_eq!(again["replayed"], true);
+    assert_eq!(again["reused"], first["attempt"]);
+    assert_eq!(again["result"], second["result"]);
+
+    // Another recipe, or another occurrence of the same bytes, runs.
+    let other = json!({ "mode": "other" });
+    let recipe_run = apply_at(
+        &coord,
+        &publisher,
+        "recipe",
+        "upper",
+        text(&input),
+        other.clone(),
+    );
+    assert_eq!(recipe_run["reused"], Value::Null);
+    assert_eq!(runs(&labd), 2);
+    let copy = coord.artifact("projects/alpha/artifacts/a2", b"hello, world\n");
+    assert_ne!(copy, input);
+    let copy_run = apply_at(
+        &coord,
+        &publisher,
+        "copy",
+        "upper",
+        text(&copy),
+        recipe.clone(),
+    );
+    assert_eq!(copy_run["reused"], Value::Null);
+    assert_eq!(copy_run["outputs"], first["outputs"]);
+    assert_eq!(runs(&labd), 3);
+    // Each of those is reused in its turn.
+    let recipe_again = apply_at(
+        &coord,
+        &publisher,
+        "recipe-again",
+        "upper",
+        text(&input),
+        other,
+    );
+    assert_eq!(recipe_again["reused"], recipe_run["attempt"]);
+    assert_eq!(runs(&labd), 3);
+}
+
+#[test]
+fn a_non_deterministic_release_or_a_failed_run_is_never_reused() {
+    let undetermined = UPPER.replace("\"deterministic\": true", "\"deterministic\": false");
+    assert_ne!(undetermined, UPPER);
+    let (labd, coord) = start_tools(
+        "coord-apply-no-reuse",
+        &[
+            ("upper", &undetermined, "tool_upper"),
+            ("hostile", HOSTILE, "tool_hostile"),
+        ],
+        &[],
+    );
+    let input = coord.alpha();
+    let publisher = coord.publisher();
+    for (i, name) in ["nd-1", "nd-2"].into_iter().enumerate() {
+        let answer = apply_at(
+            &coord,
+            &publisher,
+            name,
+            "upper",
+            json!({ "text": input }),
+            Value::Null,
+        );
+        assert_eq!(answer["outcome"], "completed");
+        assert_eq!(answer["reused"], Value::Null);
+        assert_eq!(runs(&labd), i as u64 + 1);
+    }
+    // `hostile` is deterministic, but a failed application is never reused.
+    for (i, name) in ["fail-1", "fail-2"].into_iter().enumerate() {
+        let answer = apply_at(
+            &coord,
+            &publisher,
+            name,
+            "hostile",
+            json!({}),
+            json!("fail"),
+        );
+        assert_eq!(answer["outcome"], "failed");
+        assert_eq!(answer["reused"], Value::Null);
+        assert_eq!(runs(&labd), i as u64 + 3);
+    }
 }

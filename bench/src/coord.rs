@@ -14,6 +14,15 @@
 //!   from as many, in alternating rounds: what an attributed declaration
 //!   (content check, retained envelope and frame, root signature, index)
 //!   costs over a record;
+//! - signed `apply` of the deterministic `upper` release (one 1 KiB
+//!   input in, one output out) with `wait: true`, each a new operation ID
+//!   and a new application leaf, from 1 and 16 clients against signed
+//!   `publish` from as many, in alternating rounds (target: at most 3x a
+//!   publish's time). Each apply's recipe (`{"id": <operation ID>}`) is
+//!   its own, so no earlier application can be reused (HTTP.md decision
+//!   33) and each runs the release; and, at c=1, applies that all share
+//!   one recipe, so every one but the first reuses the first instead of
+//!   running;
 //! - `query` pages (`limit` 125, every page full) of a view of 10,000 declarations: the
 //!   first page against a signed `entries` page of 125 of the same
 //!   declarations journal (c=1), the last page against the first (their
@@ -47,7 +56,7 @@
 
 use crate::client::{self, Conn};
 use crate::journal::{self, Api};
-use crate::measure::{percent, progress, Row};
+use crate::measure::{percent, progress, verdict, Row};
 use anyhow::{ensure, Context, Result};
 use ed25519_dalek::Signature;
 use lab_coord_auth::{
@@ -104,6 +113,11 @@ const QUERY_PAGE: u64 = 125;
 const FILL_CLIENTS: usize = 16;
 /// Bound on the time filling the view's artifact may take.
 const FILL_TIME: Duration = Duration::from_secs(600);
+/// The configured release `apply` runs, and the size of its input.
+const TOOL: &str = "upper";
+const APPLY_INPUT: usize = 1 << 10;
+/// How many times a publish's time an apply may take.
+const APPLY_TARGET: f64 = 3.0;
 /// The seed of the publishing key.
 const PUBLISHER_SEED: [u8; 32] = [7; 32];
 
@@ -161,6 +175,23 @@ impl Call {
             },
         });
         Call::new(Request::new("declare")?.body(body.to_string()), path)
+    }
+
+    /// An application `projects/bench/applications/<operation_id>` of
+    /// `TOOL` to `input` (an EntryRef) with `recipe`, waited for.
+    fn apply(operation_id: &str, input: &Value, recipe: Value) -> Result<Call> {
+        let path: Vec<String> = ["projects", PROJECT, "applications", operation_id]
+            .map(String::from)
+            .to_vec();
+        let body = json!({
+            "operation_id": operation_id,
+            "path": path,
+            "tool": TOOL,
+            "inputs": { "text": input },
+            "recipe": recipe,
+            "wait": true,
+        });
+        Call::new(Request::new("apply")?.body(body.to_string()), path)
     }
 
     /// `bytes` retained under the type `kind` (its own digest when none).
@@ -237,11 +268,11 @@ impl Call {
 
     /// The grant kinds it must carry: its operation's, and `read` where
     /// the operation also reads what it cites (a declaration's content, a
-    /// view's selections).
+    /// view's selections, an application's inputs).
     fn kinds(&self) -> Vec<GrantKind> {
         let kind = self.request.operation.grant;
         match self.request.op() {
-            "declare" | "compose" => vec![kind, GrantKind::Read],
+            "declare" | "compose" | "apply" => vec![kind, GrantKind::Read],
             _ => vec![kind],
         }
     }
@@ -483,8 +514,13 @@ pub async fn run(target: Target, threads: usize) -> Result<Vec<Row>> {
         .map(|i| format!("a{i}"))
         .chain([VIEW_ARTIFACT.to_string()])
     {
-        artifacts.push(create_artifact(coord, &publisher, &label).await?);
+        let content = format!("bench artifact {label}\n");
+        let (declarations, _) =
+            create_artifact(coord, &publisher, &label, content.as_bytes()).await?;
+        artifacts.push(declarations);
     }
+    let input = vec![b'a'; APPLY_INPUT];
+    let (_, apply_input) = create_artifact(coord, &publisher, "apply-input", &input).await?;
 
     // The first record of each leaf creates it; its entry names the leaf's
     // journal, which the read baseline reads directly.
@@ -515,6 +551,7 @@ pub async fn run(target: Target, threads: usize) -> Result<Vec<Row>> {
         leaves: Arc::new(leaves),
         run: AtomicU64::new(0),
         view: Arc::new(OnceLock::new()),
+        apply_input: Arc::new(apply_input),
     };
 
     let mut rows = Vec::new();
@@ -555,6 +592,30 @@ pub async fn run(target: Target, threads: usize) -> Result<Vec<Row>> {
             &format!("coord publish, {LEAVES} leaves"),
         ));
     }
+
+    for clients in CLIENTS {
+        progress(&format!("coord: apply, c={clients}"));
+        let (apply, publish) = bench
+            .compare_signed(Kind::Apply, Kind::Publish, clients)
+            .await?;
+        rows.push(apply_row("", clients, &apply, &publish));
+    }
+    // The first application of the shared recipe runs, unmeasured.
+    once(
+        coord,
+        &bench.publisher.request(&Call::apply(
+            "reused-first",
+            &bench.apply_input,
+            json!("reused"),
+        )?)?,
+        201,
+    )
+    .await?;
+    progress("coord: apply, reused, c=1");
+    let (reused, publish) = bench
+        .compare_signed(Kind::ApplyReused, Kind::Publish, 1)
+        .await?;
+    rows.push(apply_row(", reused", 1, &reused, &publish));
 
     let declarations = artifacts.last().context("the view's artifact")?;
     bench.compose_view(declarations).await?;
@@ -600,9 +661,33 @@ pub async fn run(target: Target, threads: usize) -> Result<Vec<Row>> {
     Ok(rows)
 }
 
-/// Retains a small content and names it as the artifact
-/// `projects/bench/artifacts/<label>`; the path of its declarations journal.
-async fn create_artifact(addr: SocketAddr, signer: &Signer, label: &str) -> Result<Vec<String>> {
+/// An apply row: its figure beside publish's, the ratio of their times
+/// against `APPLY_TARGET`.
+fn apply_row(what: &str, clients: usize, apply: &Load, publish: &Load) -> Row {
+    let mut row = load_row(
+        &format!("coord apply {TOOL}{what}, {APPLY_INPUT} B in, wait, c={clients}"),
+        apply,
+        publish,
+        &format!("coord publish, {LEAVES} leaves"),
+    );
+    let times = publish.per_second() / apply.per_second();
+    row.ratio = format!("{times:.2}x publish's time");
+    row.target = verdict(
+        &format!("<= {APPLY_TARGET:.0}x publish's time"),
+        times <= APPLY_TARGET,
+    );
+    row
+}
+
+/// Retains `content` and names it as the artifact
+/// `projects/bench/artifacts/<label>`; the path of its declarations journal
+/// and its content occurrence (an EntryRef).
+async fn create_artifact(
+    addr: SocketAddr,
+    signer: &Signer,
+    label: &str,
+    content: &[u8],
+) -> Result<(Vec<String>, Value)> {
     let descriptor = br#"{"interpretation":"text"}"#;
     let kind = once(
         addr,
@@ -614,10 +699,9 @@ async fn create_artifact(addr: SocketAddr, signer: &Signer, label: &str) -> Resu
         .as_str()
         .context("retain names the descriptor")?
         .to_string();
-    let content = format!("bench artifact {label}\n");
     let bytes = once(
         addr,
-        &signer.request(&Call::retain(content.as_bytes(), Some(&kind))?)?,
+        &signer.request(&Call::retain(content, Some(&kind))?)?,
         200,
     )
     .await?;
@@ -631,9 +715,13 @@ async fn create_artifact(addr: SocketAddr, signer: &Signer, label: &str) -> Resu
     let path = created["declarations"]["path"]
         .as_array()
         .context("create_artifact names the declarations space")?;
-    path.iter()
+    let declarations = path
+        .iter()
         .map(|label| label.as_str().map(str::to_string).context("a path label"))
-        .collect()
+        .collect::<Result<_>>()?;
+    let entry = created["content"]["entry"].clone();
+    ensure!(entry.is_object(), "create_artifact answered {created}");
+    Ok((declarations, entry))
 }
 
 /// What is measured: a signed coordination operation and, beside it, the
@@ -651,6 +739,11 @@ enum Kind {
     /// A page of `QUERY_PAGE` entries of the view artifact's
     /// declarations journal, from its start.
     DeclarationsPage,
+    /// A new application of `TOOL` to the 1 KiB input, with its own recipe.
+    Apply,
+    /// A new application of `TOOL` to the 1 KiB input, with one recipe
+    /// for all: reused.
+    ApplyReused,
 }
 
 /// Which page of the view a query asks for.
@@ -683,6 +776,8 @@ struct Bench {
     run: AtomicU64,
     /// Set once the view is composed.
     view: Arc<OnceLock<View>>,
+    /// The content occurrence of the artifact every apply takes as input.
+    apply_input: Arc<Value>,
 }
 
 impl Bench {
@@ -742,6 +837,7 @@ impl Bench {
     /// round robin over the leaves, the artifacts or the view's pages.
     fn call(
         view: &OnceLock<View>,
+        input: &Value,
         kind: Kind,
         run: u64,
         clients: usize,
@@ -766,6 +862,8 @@ impl Bench {
                 Call::query(&view.entry, view.cursors[page].as_deref())
             }
             Kind::DeclarationsPage => Call::entries_page(&view()?.declarations),
+            Kind::Apply => Call::apply(&id, input, json!({ "id": id })),
+            Kind::ApplyReused => Call::apply(&id, input, json!("reused")),
         }
     }
 
@@ -873,9 +971,9 @@ impl Bench {
     /// Feeds that sign each request as they send it (the warm-ups).
     fn signing_feeds(&self, kind: Kind, clients: usize) -> Vec<Feed> {
         let (run, signer) = (self.next_run(), Arc::clone(&self.publisher));
-        let view = Arc::clone(&self.view);
+        let (view, input) = (Arc::clone(&self.view), Arc::clone(&self.apply_input));
         let build: Arc<Build> = Arc::new(move |client, n| {
-            signer.request(&Bench::call(&view, kind, run, clients, client, n)?)
+            signer.request(&Bench::call(&view, &input, kind, run, clients, client, n)?)
         });
         (0..clients)
             .map(|_| Feed::Built(Arc::clone(&build)))
@@ -888,7 +986,7 @@ impl Bench {
         let run = self.next_run();
         let total = clients as u64 * per_client;
         let started = Instant::now();
-        let (signer, view) = (&*self.publisher, &*self.view);
+        let (signer, view, input) = (&*self.publisher, &*self.view, &*self.apply_input);
         let chunk = total.div_ceil(self.threads as u64).max(1);
         let signed = tokio::task::block_in_place(|| {
             std::thread::scope(|scope| {
@@ -899,8 +997,9 @@ impl Bench {
                             (from..total.min(from + chunk))
                                 .map(|i| {
                                     let (client, n) = ((i / per_client) as usize, i % per_client);
-                                    signer
-                                        .request(&Bench::call(view, kind, run, clients, client, n)?)
+                                    signer.request(&Bench::call(
+                                        view, input, kind, run, clients, client, n,
+                                    )?)
                                 })
                                 .collect::<Result<Vec<_>>>()
                         })
@@ -992,6 +1091,25 @@ impl Bench {
                 Ok(())
             }),
             (Kind::Query(_), _) => (self.target.operations, 200, full_page),
+            (Kind::Apply, _) => (self.target.operations, 201, |answer| {
+                ensure!(
+                    answer["replayed"] == false
+                        && answer["outcome"] == "completed"
+                        && answer["reused"].is_null()
+                        && answer["outputs"]["text"].is_object(),
+                    "apply answered {answer}"
+                );
+                Ok(())
+            }),
+            (Kind::ApplyReused, _) => (self.target.operations, 201, |answer| {
+                ensure!(
+                    answer["replayed"] == false
+                        && answer["outcome"] == "completed"
+                        && answer["reused"].is_object(),
+                    "a reused apply answered {answer}"
+                );
+                Ok(())
+            }),
             (Kind::DeclarationsPage, _) => (self.target.operations, 200, |answer| {
                 ensure!(
                     answer["entries"].as_array().map(Vec::len) == Some(QUERY_PAGE as usize),

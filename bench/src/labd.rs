@@ -61,13 +61,8 @@ pub struct Labd {
 }
 
 impl Labd {
-    /// Starts `binary` with its data under `scratch` and waits until its
-    /// ready file names the listeners.
-    pub fn start(binary: &Path, scratch: &Path) -> Result<Labd> {
-        Labd::start_with(binary, scratch, &[])
-    }
-
-    /// Like [`Labd::start`], with `extra` arguments.
+    /// Starts `binary` with its data under `scratch` and `extra`
+    /// arguments, and waits until its ready file names the listeners.
     pub fn start_with(binary: &Path, scratch: &Path, extra: &[std::ffi::OsString]) -> Result<Labd> {
         let ready_file = scratch.join("ready.json");
         let data_dir = scratch.join("data");

@@ -81,7 +81,9 @@ fn main() -> Result<()> {
     // Declared before labd, so dropped after it: the child dies before its
     // data directory goes.
     let scratch = labd::Scratch::create()?;
-    let labd = labd::Labd::start(&args.labd, scratch.path())?;
+    // `upper` is configured for the coordination bench's `apply` rows.
+    let (upper, _) = tools::upper_tool(&args.labd, scratch.path())?;
+    let labd = labd::Labd::start_with(&args.labd, scratch.path(), &["--coord-tool".into(), upper])?;
     eprintln!(
         "lab-bench: labd ready on {} after {:.1} s",
         labd.operations,

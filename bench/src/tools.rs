@@ -28,6 +28,34 @@ const ROUNDS: usize = 5;
 const START_UP_TARGET_US: f64 = 1000.0;
 const INPUT: &[u8] = b"hello, tools";
 
+/// The built components next to `labd`'s release build.
+fn built(binary: &Path) -> Result<std::path::PathBuf> {
+    Ok(binary
+        .parent()
+        .context("the labd path has no directory")?
+        .join("../components/wasm32-wasip2/release"))
+}
+
+/// The `--coord-tool` value configuring the deterministic `upper` release
+/// (description written into `dir`), and the release's digest.
+pub fn upper_tool(binary: &Path, dir: &Path) -> Result<(OsString, String)> {
+    let upper = built(binary)?.join("lab_tool_upper.wasm");
+    let wasm = std::fs::read(&upper).with_context(|| format!("read {}", upper.display()))?;
+    let release = format!("sha256:{}", hex(&Sha256::digest(&wasm)));
+    std::fs::create_dir_all(dir)?;
+    let description = dir.join("upper.json");
+    std::fs::write(
+        &description,
+        r#"{"name": "upper", "version": "1", "class": "bench",
+  "inputs": [{"role": "text", "required": true}], "outputs": [{"role": "text"}],
+  "effects": [], "egress": [], "deterministic": true}"#,
+    )?;
+    let mut tool = OsString::from(description);
+    tool.push("=");
+    tool.push(&upper);
+    Ok((tool, release))
+}
+
 /// The releases the tools `labd` runs, by component digest.
 #[derive(Debug, Clone)]
 pub struct Releases {
@@ -38,40 +66,28 @@ pub struct Releases {
 /// A `labd` whose coordination component is the probe, with `upper` and
 /// the shipped `jsonschema` configured as releases.
 pub fn start(binary: &Path, scratch: &Path) -> Result<(Labd, Releases)> {
-    let built = binary
-        .parent()
-        .context("the labd path has no directory")?
-        .join("../components/wasm32-wasip2/release");
+    let built = built(binary)?;
     let probe = built.join("lab_probe.wasm");
-    std::fs::create_dir_all(scratch)?;
-    let description = scratch.join("upper.json");
-    std::fs::write(
-        &description,
-        r#"{"name": "upper", "version": "1", "class": "bench",
-  "inputs": [{"role": "text", "required": true}], "outputs": [{"role": "text"}],
-  "effects": [], "egress": [], "deterministic": true}"#,
-    )?;
-    let jsonschema = scratch.join("jsonschema.json");
-    std::fs::write(&jsonschema, JSONSCHEMA_RELEASE)?;
-    let mut extra = vec!["--coord-component".into(), probe.into_os_string()];
-    let mut digests = Vec::new();
-    for (description, stem) in [
-        (description, "lab_tool_upper"),
-        (jsonschema, "lab_tool_jsonschema"),
-    ] {
-        let component = built.join(format!("{stem}.wasm"));
-        let wasm =
-            std::fs::read(&component).with_context(|| format!("read {}", component.display()))?;
-        digests.push(format!("sha256:{}", hex(&Sha256::digest(&wasm))));
-        let mut tool = OsString::from(description);
-        tool.push("=");
-        tool.push(&component);
-        extra.push("--coord-tool".into());
-        extra.push(tool);
-    }
+    let (upper, upper_digest) = upper_tool(binary, scratch)?;
+    let description = scratch.join("jsonschema.json");
+    std::fs::write(&description, JSONSCHEMA_RELEASE)?;
+    let component = built.join("lab_tool_jsonschema.wasm");
+    let wasm =
+        std::fs::read(&component).with_context(|| format!("read {}", component.display()))?;
+    let mut jsonschema = OsString::from(description);
+    jsonschema.push("=");
+    jsonschema.push(&component);
+    let extra = [
+        "--coord-component".into(),
+        probe.into_os_string(),
+        "--coord-tool".into(),
+        upper,
+        "--coord-tool".into(),
+        jsonschema,
+    ];
     let releases = Releases {
-        upper: digests[0].clone(),
-        jsonschema: digests[1].clone(),
+        upper: upper_digest,
+        jsonschema: format!("sha256:{}", hex(&Sha256::digest(&wasm))),
     };
     Ok((Labd::start_with(binary, scratch, &extra)?, releases))
 }

@@ -118,6 +118,9 @@ pub fn run_apply(args: ApplyArgs, common: &Common) -> Result<(), Failure> {
     );
     println!("  attempt  {}", at(&answer["attempt"]));
     println!("  result   {}", at(&answer["result"]));
+    if answer["reused"].is_object() {
+        println!("  reused   {}", at(&answer["reused"]));
+    }
     if let Some(reason) = answer["reason"].as_str() {
         println!("  reason   {reason}");
     }

@@ -15,6 +15,7 @@
 //! - [`random`]: randomness from `/dev/urandom`.
 //! - [`views`]: `labctl compose`, `query` and `explain`.
 //! - [`apply`]: `labctl apply` and `labctl verify-application`.
+//! - [`export`]: `labctl verify-export`.
 //!
 //! The signing itself (proof, carriage, grant bytes) is `lab-coord-auth`'s;
 //! the byte recipes are in `contracts/coordination/AUTH.md`, the usage in
@@ -23,6 +24,7 @@
 mod apply;
 mod call;
 mod declare;
+mod export;
 mod failure;
 mod grant;
 mod grantfile;
@@ -96,12 +98,13 @@ pub struct Common {
 }
 
 /// The environment variables `labctl` reads; an empty one counts as unset.
-const ENVIRONMENT: [&str; 5] = [
+const ENVIRONMENT: [&str; 6] = [
     "LAB_KEY",
     "LAB_GRANTS",
     "LAB_ENDPOINT",
     "LAB_AUDIENCE",
     "LAB_WORLD",
+    "LAB_BYTES_ENDPOINT",
 ];
 
 impl Common {
@@ -164,6 +167,11 @@ enum Command {
     /// the root's DSSE signature over the in-toto statement and its
     /// agreement with every fact and document; exit 5 when one fails.
     VerifyApplication(apply::VerifyApplicationArgs),
+    /// Fetch an export's manifests and chunks from the bytes service and
+    /// check them offline: digests, contiguous journal prefixes, whole
+    /// batches, creation entries against the spaces listed; exit 5 when
+    /// one fails.
+    VerifyExport(export::VerifyExportArgs),
 }
 
 #[derive(Debug, Args)]
@@ -262,6 +270,7 @@ fn main() -> ExitCode {
         Command::VerifyAdmission(args) => declare::run_verify_admission(args, common),
         Command::Apply(args) => apply::run_apply(args, common),
         Command::VerifyApplication(args) => apply::run_verify_application(args, common),
+        Command::VerifyExport(args) => export::run_verify_export(args, common),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -16,12 +16,13 @@ use lab_coord_auth::{
 };
 use serde_json::{json, Value};
 
-const LAB_VARS: [&str; 5] = [
+const LAB_VARS: [&str; 6] = [
     "LAB_KEY",
     "LAB_ENDPOINT",
     "LAB_AUDIENCE",
     "LAB_GRANTS",
     "LAB_WORLD",
+    "LAB_BYTES_ENDPOINT",
 ];
 
 fn temp_dir(name: &str) -> PathBuf {
@@ -1574,4 +1575,61 @@ fn apply_and_verify_an_application() {
     assert_eq!(code(&out), 5, "{}", stdout(&out));
     assert!(stdout(&out).contains("FAIL  signature"), "{}", stdout(&out));
     drop(server);
+}
+
+/// `labctl verify-export` fetches the manifest, then its chunks, from the
+/// bytes endpoint by name and checks them; bytes that do not hash to
+/// their name fail it with exit 5. (The checks themselves are tested
+/// against a real export in the coordination tests.)
+#[test]
+fn verify_export_fetches_and_checks() {
+    use lab_coord_auth::{canonical_json, record::sha256_text};
+    let scope = json!({ "root_id": "rt_1", "space_id": "spc_1", "path": [] });
+    let chunk = format!(
+        "{}\n",
+        json!({ "space": scope, "after": 0, "through": 0, "entries": [] })
+    );
+    let chunk_name = sha256_text(chunk.as_bytes());
+    let manifest = canonical_json(&json!({
+        "purpose": "coord.export.v1", "scope": scope, "chunks": [chunk_name],
+        "spaces": [{ "space": scope, "through": 0 }], "complete": true,
+    }));
+    let manifest_name = sha256_text(&manifest);
+    let blob = |body: &[u8]| answer("200 OK", &["Content-Type: application/octet-stream"], body);
+
+    let (address, server) = serve_each(vec![blob(&manifest), blob(chunk.as_bytes())]);
+    let endpoint = format!("http://{address}");
+    let output = labctl(&[
+        "verify-export",
+        "--manifest",
+        &manifest_name,
+        "--bytes-endpoint",
+        &endpoint,
+    ]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let received = server.join().unwrap();
+    assert_eq!(received[0].target, format!("/v1/blobs/{manifest_name}"));
+    assert_eq!(received[1].target, format!("/v1/blobs/{chunk_name}"));
+    assert!(stdout(&output).lines().all(|l| l.starts_with("ok ")));
+    assert!(stdout(&output).contains("ok    children"));
+
+    // The same name, other bytes: refused before anything else is read.
+    let mut altered = manifest.clone();
+    altered[2] ^= 1;
+    let (address, server) = serve_each(vec![blob(&altered)]);
+    let endpoint = format!("http://{address}");
+    let output = labctl(&[
+        "verify-export",
+        "--manifest",
+        &manifest_name,
+        "--bytes-endpoint",
+        &endpoint,
+    ]);
+    server.join().unwrap();
+    assert_eq!(code(&output), 5, "{}", stderr(&output));
+    assert!(
+        stdout(&output).starts_with("FAIL  manifests: ") && stdout(&output).contains("hash"),
+        "{}",
+        stdout(&output)
+    );
 }

@@ -245,6 +245,7 @@ pub fn verify_application(
                 .and(same("reason", &resolution["reason"], &predicate["reason"]))
                 .and(same("limits", &resolution["limits"], &predicate["limits"]))
                 .and(same("used", &resolution["used"], &predicate["used"]))
+                .and(same("reused", &resolution["reused"], &predicate["reused"]))
                 .and(same("inputs", &resolution["inputs"], &predicate["inputs"]))
                 .and(same(
                     "release",

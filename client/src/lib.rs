@@ -12,18 +12,21 @@
 //!
 //! - [`admission`]: offline verification of a declaration's admission.
 //! - [`attestation`]: offline verification of an application.
+//! - [`export`]: offline verification of an export's chunks and manifests.
 //!
 //! The crate does no I/O; each user keeps its own transport.
 
 pub mod admission;
 pub mod attestation;
 pub mod error;
+pub mod export;
 pub mod request;
 pub mod table;
 
 pub use crate::admission::{verify_admission, Check};
 pub use crate::attestation::verify_application;
 pub use crate::error::BuildError;
+pub use crate::export::verify_export;
 pub use crate::request::{percent_encode, Built, Request};
 pub use crate::table::{find, Answer, BodyKind, Operation, ParamKind, ParamSpec, OPERATIONS};
 pub use lab_coord_auth::{ParamValue, Params, HEADER};

@@ -74,6 +74,9 @@ pub async fn serve(
             let mut text = service.metrics.render(&service.loaded().digest);
             text.push_str(&kv_metrics(service.env.kv.store().stats()));
             text.push_str(&memory_metrics(&service.env.memory));
+            if let Some(runner) = &service.env.tools {
+                text.push_str(&tool_metrics(runner));
+            }
             let mut response = hyper::Response::new(ResponseBody::whole(text));
             response.headers_mut().insert(
                 "content-type",
@@ -120,6 +123,17 @@ fn kv_metrics(stats: &crate::kv::Stats) -> String {
          lab_kv_transactions_total {}\n",
         stats.groups.load(Relaxed),
         stats.transactions.load(Relaxed)
+    )
+}
+
+/// The tool runner's counters (the coordination service's only).
+fn tool_metrics(runner: &crate::tools::Runner) -> String {
+    use std::sync::atomic::Ordering::Relaxed;
+    format!(
+        "# HELP lab_tool_runs_total Tool release runs started (a slot taken).\n\
+         # TYPE lab_tool_runs_total counter\n\
+         lab_tool_runs_total {}\n",
+        runner.runs.load(Relaxed)
     )
 }
 

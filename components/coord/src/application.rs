@@ -52,8 +52,30 @@ pub struct Ending {
     /// The limits in force; null when the run never reported them
     /// (interrupted).
     pub limits: Value,
-    /// The resources used; null when unknown (interrupted).
+    /// The resources used; null when unknown (interrupted) or when
+    /// nothing ran (reused).
     pub used: Value,
+    /// The earlier application answered instead of a run, if any.
+    pub reused: Option<Reused>,
+}
+
+/// An earlier completed application of the same deterministic release,
+/// inputs and recipe, whose outputs a new application answers with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reused {
+    /// Its attempt (the application) and its `result` occurrence.
+    pub application: EntryRef,
+    pub result: EntryRef,
+}
+
+impl Reused {
+    pub fn to_json(&self) -> Value {
+        json!({ "application": self.application.to_json(), "result": self.result.to_json() })
+    }
+}
+
+fn reused_json(ending: &Ending) -> Value {
+    ending.reused.as_ref().map_or(Value::Null, Reused::to_json)
 }
 
 pub fn request(tool: &str, release: &EntryRef, inputs: &[Input], recipe: &Value) -> Value {
@@ -136,6 +158,7 @@ pub fn resolution(
         "reason": ending.reason,
         "limits": ending.limits,
         "used": ending.used,
+        "reused": reused_json(ending),
     })
 }
 
@@ -210,6 +233,7 @@ pub fn statement(a: &Attested<'_>) -> Value {
             "reason": a.ending.reason,
             "limits": a.ending.limits,
             "used": a.ending.used,
+            "reused": reused_json(a.ending),
         },
     })
 }
@@ -266,6 +290,7 @@ mod tests {
             reason: None,
             limits: json!({}),
             used: json!({}),
+            reused: None,
         };
         let request = format!("sha256:{}", "ab".repeat(32));
         let release = entry(1);

@@ -34,6 +34,7 @@ pub mod ops;
 pub mod params;
 pub mod refusal;
 pub mod request;
+pub mod reuse;
 pub mod table;
 pub mod tools;
 pub mod views;

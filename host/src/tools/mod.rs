@@ -146,6 +146,8 @@ pub struct Runner {
     slots: Semaphore,
     blobs: Arc<BlobStore>,
     pub cache_counts: CacheCounts,
+    /// Runs that got a slot and were started.
+    pub runs: AtomicU64,
 }
 
 impl Runner {
@@ -176,6 +178,7 @@ impl Runner {
             settings,
             blobs,
             cache_counts: CacheCounts::default(),
+            runs: AtomicU64::new(0),
         })
     }
 
@@ -238,6 +241,7 @@ impl Runner {
             Ok(Err(closed)) => return Err(RunError::Host(closed.to_string())),
             Err(_) => return Err(RunError::Unavailable),
         };
+        self.runs.fetch_add(1, Ordering::Relaxed);
         let limits = self.settings.limits;
         let rules = OutputRules {
             roles: Arc::clone(&release.output_roles),

@@ -2,7 +2,11 @@
 //! `bound` fact per input role), runs the release in the host's sandbox,
 //! stores each output as an artifact space (`staged`, then `content`) and
 //! closes the application with the completion batch (`produced` facts,
-//! then one `result`), attested with the root's key.
+//! then one `result`), attested with the root's key. A deterministic
+//! release applied again to the same occurrences and recipe in the same
+//! project answers with the earlier completed application instead of a
+//! run (`crate::reuse`): the new leaf's completion batch names the earlier
+//! outputs and its resolution and attestation name the earlier application.
 //!
 //! Invariants: a leaf holds at most one attempt (any other identity is
 //! `exists`); the completion batch is appended with the attempt batch's
@@ -11,7 +15,7 @@
 //! flight is recorded in the store before its attempt is appended, so an
 //! attempt without a result and without a live run was interrupted.
 
-use crate::application::{self, Attested, Ending, Input, Output, Ran};
+use crate::application::{self, Attested, Ending, Input, Output, Ran, Reused};
 use crate::auth;
 use crate::backend::CallError;
 use crate::blobs;
@@ -22,6 +26,7 @@ use crate::ops::publish::{self, request_digest, request_id, retain_descriptor};
 use crate::ops::read::body_reference;
 use crate::refusal::Refusal;
 use crate::request::ApplyRequest;
+use crate::reuse;
 use crate::tools::{self, Release};
 use crate::world::{ensure_child, setup_operation_id, Settings, World};
 use crate::{Call, Reply};
@@ -102,6 +107,12 @@ pub fn apply(call: &mut Call<'_>, request: ApplyRequest) -> Result<Reply, Refusa
     if let Some(found) = find_attempt(&leaf, &identity)? {
         return recover(&context, found, &digest);
     }
+    let reuse_key = reuse::deterministic(&release.description)
+        .then(|| reuse::key(&project, &release_entry, &inputs, &request.recipe));
+    let earlier = match &reuse_key {
+        Some(key) => earlier(key, &release_entry, &inputs, &request.recipe)?,
+        None => None,
+    };
     // Admission: the ApplicationRequest, then the batch at a known head.
     let document = application::request(&request.tool, &release_entry, &inputs, &request.recipe);
     let request_hash = retain(canonical_json(&document))?;
@@ -164,9 +175,21 @@ pub fn apply(call: &mut Call<'_>, request: ApplyRequest) -> Result<Reply, Refusa
         attempt_last,
         inputs,
     };
-    let closed = run_and_close(&context, &admitted, &request.recipe);
+    let closed = match earlier {
+        Some(Earlier { reused, outputs }) => {
+            close(&context, &admitted, &outputs, reused_ending(reused))
+        }
+        None => run_and_close(&context, &admitted, &request.recipe),
+    };
     clear_running(&identity)?;
     let closed = closed?;
+    if let Some(key) = &reuse_key {
+        if closed.outcome == Outcome::Completed && closed.reused.is_none() {
+            // The row is a hint: without it a later application runs
+            // again, so failing to write it does not fail this answer.
+            let _ = reuse::record(key, &leaf, &admitted.application);
+        }
+    }
     Ok(Reply::Json(
         201,
         answer(&admitted.application, &release_entry, &closed, false),
@@ -202,6 +225,8 @@ struct Closed {
     outcome: Outcome,
     reason: Option<String>,
     outputs: Vec<(String, Artifact)>,
+    /// The earlier application answered instead of a run.
+    reused: Option<EntryRef>,
 }
 
 fn answer(application: &EntryRef, release: &EntryRef, closed: &Closed, replayed: bool) -> Value {
@@ -218,7 +243,7 @@ fn answer(application: &EntryRef, release: &EntryRef, closed: &Closed, replayed:
         "replayed": replayed,
         "result": closed.result.to_json(),
         "outputs": outputs,
-        "reused": null,
+        "reused": closed.reused.as_ref().map(EntryRef::to_json),
     });
     // `reason` is a string when there is one, else absent (ApplyResult).
     if let Some(reason) = &closed.reason {
@@ -445,15 +470,6 @@ fn closed(leaf: &Space, application: &EntryRef) -> Result<Option<Closed>, Refusa
             "an attempt with two results: the leaf violates the fact profile".into(),
         ));
     }
-    let document = |hash: &Hash| -> Result<Value, Refusal> {
-        let bytes = blobs::get_small(&hash.to_string(), 4 << 20)
-            .map_err(|e| e.into_refusal("bytes"))?
-            .ok_or_else(|| {
-                Refusal::Unavailable("an application document is not retained".into())
-            })?;
-        serde_json::from_slice(&bytes)
-            .map_err(|_| Refusal::Unavailable("an application document is unreadable".into()))
-    };
     let manifest = document(&manifest)?;
     let resolution = document(&resolution)?;
     let outputs = manifest["outputs"]
@@ -474,7 +490,129 @@ fn closed(leaf: &Space, application: &EntryRef) -> Result<Option<Closed>, Refusa
         outcome,
         reason: resolution["reason"].as_str().map(String::from),
         outputs,
+        reused: EntryRef::from_json(&resolution["reused"]["application"]).ok(),
     }))
+}
+
+/// An earlier completed application to answer with instead of a run.
+struct Earlier {
+    reused: Reused,
+    outputs: Vec<Output>,
+}
+
+/// Completed by reusing `reused`: nothing ran, so no limits were in force
+/// and nothing was used.
+fn reused_ending(reused: Reused) -> Ending {
+    Ending {
+        outcome: Outcome::Completed.name(),
+        reason: None,
+        limits: Value::Null,
+        used: Value::Null,
+        reused: Some(reused),
+    }
+}
+
+/// The application the reuse index names under `key`, when its own facts
+/// show this release, exactly these bound occurrences, this recipe and a
+/// `completed` result; its outputs as its attestation lists them.
+fn earlier(
+    key: &Hash,
+    release: &EntryRef,
+    inputs: &[Input],
+    recipe: &Value,
+) -> Result<Option<Earlier>, Refusal> {
+    let Some((leaf, application)) = reuse::lookup(key)? else {
+        return Ok(None);
+    };
+    let attempt = leaf_facts(&leaf, Predicate::Attempt, json!([]))?
+        .into_iter()
+        .find_map(|(r, f)| match f {
+            Fact::Attempt(a) if r == application => Some(a),
+            _ => None,
+        });
+    let Some(attempt) = attempt.filter(|a| a.release == *release) else {
+        return Ok(None);
+    };
+    let mut bound: Vec<(String, EntryRef)> = leaf_facts(&leaf, Predicate::Bound, json!([]))?
+        .into_iter()
+        .filter_map(|(_, f)| match f {
+            Fact::Bound {
+                application: a,
+                role,
+                entry,
+            } if a == application => Some((role, entry)),
+            _ => None,
+        })
+        .collect();
+    bound.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut wanted: Vec<(String, EntryRef)> = inputs
+        .iter()
+        .map(|i| (i.role.clone(), i.entry.clone()))
+        .collect();
+    wanted.sort_by(|a, b| a.0.cmp(&b.0));
+    if bound != wanted {
+        return Ok(None);
+    }
+    let request = document(&attempt.request)?;
+    if canonical_json(&request["recipe"]) != canonical_json(recipe) {
+        return Ok(None);
+    }
+    let result = leaf_facts(&leaf, Predicate::Result, json!([]))?
+        .into_iter()
+        .find_map(|(r, f)| match f {
+            Fact::Result {
+                application: a,
+                outcome: Outcome::Completed,
+                attestation,
+                ..
+            } if a == application => Some((r, attestation)),
+            _ => None,
+        });
+    let Some((result, attestation)) = result else {
+        return Ok(None);
+    };
+    let outputs = attested_outputs(&document(&attestation)?)?;
+    Ok(Some(Earlier {
+        reused: Reused {
+            application,
+            result,
+        },
+        outputs,
+    }))
+}
+
+/// A retained application document, parsed.
+fn document(hash: &Hash) -> Result<Value, Refusal> {
+    let bytes = blobs::get_small(&hash.to_string(), 4 << 20)
+        .map_err(|e| e.into_refusal("bytes"))?
+        .ok_or_else(|| Refusal::Unavailable("an application document is not retained".into()))?;
+    serde_json::from_slice(&bytes)
+        .map_err(|_| Refusal::Unavailable("an application document is unreadable".into()))
+}
+
+/// The outputs an attestation envelope of this service lists.
+fn attested_outputs(envelope: &Value) -> Result<Vec<Output>, Refusal> {
+    let unreadable = || Refusal::Unavailable("an earlier attestation is unreadable".into());
+    let payload = envelope["payload"]
+        .as_str()
+        .and_then(|p| base64::engine::general_purpose::STANDARD.decode(p).ok())
+        .ok_or_else(unreadable)?;
+    let statement: Value = serde_json::from_slice(&payload).map_err(|_| unreadable())?;
+    statement["predicate"]["outputs"]
+        .as_array()
+        .ok_or_else(unreadable)?
+        .iter()
+        .map(|o| {
+            Some(Output {
+                role: o["role"].as_str()?.to_string(),
+                ordinal: u32::try_from(o["ordinal"].as_u64()?).ok()?,
+                artifact: Artifact::from_json(&o["artifact"]).ok()?,
+                size: o["size"].as_u64()?,
+                entry: EntryRef::from_json(&o["entry"]).ok()?,
+            })
+        })
+        .collect::<Option<Vec<_>>>()
+        .ok_or_else(unreadable)
 }
 
 /// Runs the release and closes the application with what the run gave.
@@ -581,6 +719,7 @@ fn run_and_close(
                     reason: None,
                     limits,
                     used,
+                    reused: None,
                 },
             )
         }
@@ -593,6 +732,7 @@ fn failed(reason: String, limits: Value, used: Value) -> Ending {
         reason: Some(reason),
         limits,
         used,
+        reused: None,
     }
 }
 
@@ -734,6 +874,7 @@ fn close(
     );
     let attestation = retain(canonical_json(&envelope))?;
     let outcome = Outcome::from_name(ending.outcome).expect("an outcome of the profile");
+    let reused = ending.reused.as_ref().map(|r| r.application.clone());
     let mut batch: Vec<Vec<u8>> = outputs
         .iter()
         .map(|o| {
@@ -774,6 +915,7 @@ fn close(
                 .iter()
                 .map(|o| (o.role.clone(), o.artifact.clone()))
                 .collect(),
+            reused,
         }),
         // Another writer closed it first: its result stands.
         Err(CallError::Refused(r)) if r.code == "conflict" || r.code == "idempotency_mismatch" => {
@@ -839,6 +981,7 @@ fn interrupt(
         reason: Some("interrupted: the service stopped before the run ended".into()),
         limits: Value::Null,
         used: Value::Null,
+        reused: None,
     };
     let closed = close(context, &admitted, &[], ending);
     clear_running(context.identity)?;

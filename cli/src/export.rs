@@ -1,0 +1,79 @@
+//! `labctl verify-export`: an export's manifests and chunks fetched by
+//! name from the bytes service, then checked offline (`lab-coord-client`'s
+//! `verify_export`), each check printed.
+//!
+//! The chunks and manifests are retained in the bytes service, not named
+//! by any journal, so the coordination service's `fetch` does not serve
+//! them; they are read from the bytes service's `GET /v1/blobs/<name>`,
+//! and every byte is checked against its name, so that source need not be
+//! trusted.
+
+use clap::Args;
+use std::time::Duration;
+
+use crate::call::Endpoint;
+use crate::failure::Failure;
+use crate::http::{self, Request};
+use crate::Common;
+
+/// The development deployment's bytes service.
+pub const DEFAULT_BYTES_ENDPOINT: &str = "http://127.0.0.1:8090";
+
+#[derive(Debug, Args)]
+pub struct VerifyExportArgs {
+    /// The `manifest` an export call answered; repeat it for each call of
+    /// a resumed traversal, in call order.
+    #[arg(long = "manifest", value_name = "sha256:HEX", required = true)]
+    pub manifests: Vec<String>,
+
+    /// The bytes service's operations URL, where the manifests and chunks
+    /// are retained.
+    #[arg(
+        long,
+        env = "LAB_BYTES_ENDPOINT",
+        default_value = DEFAULT_BYTES_ENDPOINT,
+        value_name = "URL"
+    )]
+    pub bytes_endpoint: String,
+}
+
+pub fn run_verify_export(args: VerifyExportArgs, common: &Common) -> Result<(), Failure> {
+    let endpoint = Endpoint::parse(&args.bytes_endpoint).map_err(Failure::Usage)?;
+    let timeout = Duration::from_secs(common.timeout.max(1));
+    let mut fetch = |name: &str| blob(&endpoint, name, timeout);
+    let names: Vec<&str> = args.manifests.iter().map(String::as_str).collect();
+    let checks = lab_coord_client::verify_export(&names, &mut fetch);
+    for check in &checks {
+        if check.passed {
+            println!("ok    {}", check.name);
+        } else {
+            println!("FAIL  {}: {}", check.name, check.detail);
+        }
+    }
+    let failed = checks.iter().filter(|c| !c.passed).count();
+    if failed > 0 {
+        return Err(Failure::Unverified(format!(
+            "{failed} of {} checks of the export failed",
+            checks.len()
+        )));
+    }
+    Ok(())
+}
+
+/// The bytes retained under `name`, or none when they cannot be had (the
+/// verifier reports which).
+fn blob(endpoint: &Endpoint, name: &str, timeout: Duration) -> Option<Vec<u8>> {
+    let target = format!("{}/v1/blobs/{name}", endpoint.prefix);
+    let request = Request {
+        method: "GET",
+        target: &target,
+        host: &endpoint.authority,
+        headers: Vec::new(),
+        body: &[],
+    };
+    let mut response = http::send(&endpoint.address, &request, timeout).ok()?;
+    if response.status != 200 {
+        return None;
+    }
+    response.read_body().ok()
+}
