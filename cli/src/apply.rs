@@ -8,6 +8,7 @@ use lab_coord_client::Request as CoordRequest;
 use serde_json::{json, Value};
 
 use crate::call::{call_json, json_answer, signed_exchange};
+use crate::checks;
 use crate::failure::Failure;
 use crate::Common;
 
@@ -139,21 +140,7 @@ pub fn run_verify_application(args: VerifyApplicationArgs, common: &Common) -> R
     let entries = leaf_entries(&args.path, common)?;
     let mut fetch = |hash: &str| fetch(&args.path, hash, common).ok();
     let checks = lab_coord_client::verify_application(&entries, &mut fetch, &root);
-    for check in &checks {
-        if check.passed {
-            println!("ok    {}", check.name);
-        } else {
-            println!("FAIL  {}: {}", check.name, check.detail);
-        }
-    }
-    let failed = checks.iter().filter(|c| !c.passed).count();
-    if failed > 0 {
-        return Err(Failure::Unverified(format!(
-            "{failed} of {} checks of the application failed",
-            checks.len()
-        )));
-    }
-    Ok(())
+    checks::report(&checks, "the application")
 }
 
 /// Every entry of the leaf, page by page at the first page's cutoff.

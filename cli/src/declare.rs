@@ -10,6 +10,7 @@ use lab_coord_client::Request as CoordRequest;
 use serde_json::{json, Value};
 
 use crate::call::{json_answer, read_request_body, signed_exchange};
+use crate::checks;
 use crate::failure::Failure;
 use crate::occurrence;
 use crate::Common;
@@ -90,19 +91,5 @@ pub fn run_verify_admission(args: VerifyAdmissionArgs, common: &Common) -> Resul
     let envelope =
         std::fs::read(&args.envelope).map_err(|err| Failure::reading(&args.envelope, err))?;
     let checks = lab_coord_client::verify_admission(&envelope, &root, &audience);
-    for check in &checks {
-        if check.passed {
-            println!("ok    {}", check.name);
-        } else {
-            println!("FAIL  {}: {}", check.name, check.detail);
-        }
-    }
-    let failed = checks.iter().filter(|c| !c.passed).count();
-    if failed > 0 {
-        return Err(Failure::Unverified(format!(
-            "{failed} of {} checks of the admission failed",
-            checks.len()
-        )));
-    }
-    Ok(())
+    checks::report(&checks, "the admission")
 }

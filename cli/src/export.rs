@@ -12,6 +12,7 @@ use clap::Args;
 use std::time::Duration;
 
 use crate::call::Endpoint;
+use crate::checks;
 use crate::failure::Failure;
 use crate::http::{self, Request};
 use crate::Common;
@@ -43,21 +44,7 @@ pub fn run_verify_export(args: VerifyExportArgs, common: &Common) -> Result<(), 
     let mut fetch = |name: &str| blob(&endpoint, name, timeout);
     let names: Vec<&str> = args.manifests.iter().map(String::as_str).collect();
     let checks = lab_coord_client::verify_export(&names, &mut fetch);
-    for check in &checks {
-        if check.passed {
-            println!("ok    {}", check.name);
-        } else {
-            println!("FAIL  {}: {}", check.name, check.detail);
-        }
-    }
-    let failed = checks.iter().filter(|c| !c.passed).count();
-    if failed > 0 {
-        return Err(Failure::Unverified(format!(
-            "{failed} of {} checks of the export failed",
-            checks.len()
-        )));
-    }
-    Ok(())
+    checks::report(&checks, "the export")
 }
 
 /// The bytes retained under `name`, or none when they cannot be had (the

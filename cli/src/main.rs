@@ -23,6 +23,7 @@
 
 mod apply;
 mod call;
+mod checks;
 mod declare;
 mod export;
 mod failure;

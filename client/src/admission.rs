@@ -19,17 +19,23 @@ pub struct Check {
     pub detail: String,
 }
 
+impl Check {
+    /// The check `name`, held when `outcome` is `Ok`.
+    pub fn of(name: &'static str, outcome: Result<(), String>) -> Check {
+        Check {
+            name,
+            passed: outcome.is_ok(),
+            detail: outcome.err().unwrap_or_default(),
+        }
+    }
+}
+
 /// The checks of an admission, in order. They all hold for an envelope
 /// the service admitted in the world of `root` at `audience`.
 pub fn verify_admission(envelope: &[u8], root: &Principal, audience: &str) -> Vec<Check> {
     let mut checks = Vec::new();
-    let mut check = |name: &'static str, outcome: Result<(), String>| {
-        checks.push(Check {
-            name,
-            passed: outcome.is_ok(),
-            detail: outcome.err().unwrap_or_default(),
-        })
-    };
+    let mut check =
+        |name: &'static str, outcome: Result<(), String>| checks.push(Check::of(name, outcome));
     let record: Value = match serde_json::from_slice(envelope) {
         Ok(record) => record,
         Err(e) => {

@@ -103,13 +103,8 @@ pub fn verify_application(
     root: &Principal,
 ) -> Vec<Check> {
     let mut checks = Vec::new();
-    let mut check = |name: &'static str, outcome: Result<(), String>| {
-        checks.push(Check {
-            name,
-            passed: outcome.is_ok(),
-            detail: outcome.err().unwrap_or_default(),
-        })
-    };
+    let mut check =
+        |name: &'static str, outcome: Result<(), String>| checks.push(Check::of(name, outcome));
     let leaf = match leaf(entries) {
         Ok(leaf) => leaf,
         Err(why) => {

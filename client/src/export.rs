@@ -40,13 +40,8 @@ pub fn verify_export(
     fetch: &mut dyn FnMut(&str) -> Option<Vec<u8>>,
 ) -> Vec<Check> {
     let mut checks = Vec::new();
-    let mut check = |name: &'static str, outcome: Result<(), String>| {
-        checks.push(Check {
-            name,
-            passed: outcome.is_ok(),
-            detail: outcome.err().unwrap_or_default(),
-        })
-    };
+    let mut check =
+        |name: &'static str, outcome: Result<(), String>| checks.push(Check::of(name, outcome));
     let read = read_manifests(manifests, fetch);
     let (manifests, scope) = match read {
         Ok(read) => {
