@@ -440,6 +440,32 @@ fn apply_refuses_what_it_cannot_admit_and_changes_nothing() {
         409,
         "unresolved",
     );
+    // A fact inside a batch (a declaration heading its `justifies`) is
+    // read like any other, and is neither content nor a record.
+    let declarer = coord.holder(22, &[GrantKind::Declare, GrantKind::Read], "projects/alpha");
+    let statement = json!({
+        "property": "p", "value": 1,
+        "justifications": [{ "group": "g", "premises": [input.clone()], "method": "m" }],
+    });
+    let declared = coord.ok(
+        &declarer,
+        &Req::json(
+            "declare",
+            &json!({ "operation_id": "d-1", "artifact": labels(A1), "statement": statement }),
+        ),
+        201,
+    );
+    let inside = declared["declaration"].clone();
+    assert_eq!(
+        inside["position"], 1,
+        "the declaration heads a batch of two"
+    );
+    let details = refused(
+        with(&|b| b["inputs"]["text"] = inside.clone()),
+        409,
+        "unresolved",
+    );
+    assert_eq!(details["details"]["reference"], inside);
     let mut foreign = input.clone();
     foreign["space_id"] = json!(format!("spc_{}", "0".repeat(32)));
     refused(

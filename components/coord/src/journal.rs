@@ -197,6 +197,18 @@ pub fn read(
     post("read", body).map(|(_, page)| page)
 }
 
+/// The canonical bytes of the fact at `position` of the journal, read at
+/// its cutoff `head` (a batch boundary, so a position inside a batch is
+/// read too); none when the journal holds no entry there.
+pub fn fact_at(space: &Space, position: u64, head: u64) -> Result<Option<Vec<u8>>, CallError> {
+    let page = read(space, position.saturating_sub(1), Some(head), 1, None)?;
+    Ok(page["entries"]
+        .get(0)
+        .filter(|e| e["ref"]["position"].as_u64() == Some(position))
+        .and_then(|e| e["fact"].as_str())
+        .and_then(|f| base64::engine::general_purpose::STANDARD.decode(f).ok()))
+}
+
 /// One page of a space's children, as the journal answers it.
 pub fn children(
     space: &Space,

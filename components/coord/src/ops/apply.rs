@@ -305,28 +305,29 @@ fn check_roles(release: &Release, request: &ApplyRequest) -> Result<(), Refusal>
     Ok(())
 }
 
-/// The content an input occurrence names: an artifact's `content` fact,
-/// or a `record` (its payload, typed by its profile's descriptor).
+/// The content an input occurrence names, once the caller may read it
+/// (rule 10): an artifact's `content` fact, or a `record` (its payload,
+/// typed by its profile's descriptor).
 fn input_artifact(call: &Call<'_>, entry: &EntryRef) -> Result<Artifact, Refusal> {
-    let (space, _) = body_reference(call, entry)?;
-    let page = journal::read(&space, entry.position - 1, Some(entry.position), 1, None)
-        .map_err(|e| e.into_refusal("journal"))?;
-    let fact = page["entries"]
-        .get(0)
-        .and_then(|e| e["fact"].as_str())
-        .and_then(|f| base64::engine::general_purpose::STANDARD.decode(f).ok())
-        .ok_or_else(|| Refusal::Unavailable("the journal did not return the input".into()))?;
-    match facts::decode(&fact) {
-        Ok(Some(Fact::Content { artifact })) => Ok(artifact),
-        Ok(Some(Fact::Record(record))) => Ok(Artifact {
+    let (space, head) = body_reference(call, entry)?;
+    content_at(&space, entry.position, head)?.ok_or_else(|| Refusal::Unresolved {
+        reference: entry.to_json(),
+        message: "an input is an artifact's content or a record occurrence".into(),
+    })
+}
+
+/// The content the fact at `position` names, if it is a `content` or a
+/// `record` fact.
+fn content_at(space: &Space, position: u64, head: u64) -> Result<Option<Artifact>, Refusal> {
+    let fact = journal::fact_at(space, position, head).map_err(|e| e.into_refusal("journal"))?;
+    Ok(match fact.as_deref().map(facts::decode) {
+        Some(Ok(Some(Fact::Content { artifact }))) => Some(artifact),
+        Some(Ok(Some(Fact::Record(record)))) => Some(Artifact {
             bytes: record.hash,
             kind: retain_descriptor(&record.profile)?,
         }),
-        _ => Err(Refusal::Unresolved {
-            reference: entry.to_json(),
-            message: "an input is an artifact's content or a record occurrence".into(),
-        }),
-    }
+        _ => None,
+    })
 }
 
 /// The world's root key, which signs attestations.
@@ -994,21 +995,9 @@ fn artifact_at(entry: &EntryRef) -> Result<Artifact, Refusal> {
     let space = journal::resolve_id(&entry.root_id, &entry.space_id)
         .map_err(|e| e.into_refusal("journal"))?
         .ok_or_else(|| Refusal::Unavailable("a bound input's space is gone".into()))?;
-    let page = journal::read(&space, entry.position - 1, Some(entry.position), 1, None)
-        .map_err(|e| e.into_refusal("journal"))?;
-    let fact = page["entries"]
-        .get(0)
-        .and_then(|e| e["fact"].as_str())
-        .and_then(|f| base64::engine::general_purpose::STANDARD.decode(f).ok())
-        .ok_or_else(|| Refusal::Unavailable("the journal did not return a bound input".into()))?;
-    match facts::decode(&fact) {
-        Ok(Some(Fact::Content { artifact })) => Ok(artifact),
-        Ok(Some(Fact::Record(record))) => Ok(Artifact {
-            bytes: record.hash,
-            kind: Hash::of(&publish::profile_descriptor(&record.profile)),
-        }),
-        _ => Err(Refusal::Unavailable("a bound input is unreadable".into())),
-    }
+    let head = journal::head(&space).map_err(|e| e.into_refusal("journal"))?;
+    content_at(&space, entry.position, head)?
+        .ok_or_else(|| Refusal::Unavailable("a bound input is unreadable".into()))
 }
 
 /// Runs a `prepare` sweeps at most: the rest are closed when their

@@ -82,17 +82,10 @@ fn declaration_at(
     if target.root_id != declarations.root_id || target.space_id != declarations.space_id {
         return Ok(None);
     }
-    let b64 = base64::engine::general_purpose::STANDARD;
     // The target is within the head: it was resolved before.
     let head = journal::head(declarations).map_err(|e| e.into_refusal("journal"))?;
-    let page = journal::read(declarations, target.position - 1, Some(head), 1, None)
+    let fact = journal::fact_at(declarations, target.position, head)
         .map_err(|e| e.into_refusal("journal"))?;
-    let entry = page["entries"]
-        .get(0)
-        .filter(|e| e["ref"]["position"].as_u64() == Some(target.position));
-    let fact = entry
-        .and_then(|e| e["fact"].as_str())
-        .and_then(|f| b64.decode(f).ok());
     Ok(match fact.as_deref().map(facts::decode) {
         Some(Ok(Some(Fact::Declaration(declaration)))) => Some(declaration),
         _ => None,
