@@ -803,23 +803,7 @@ fn concurrent_identical_publishes_admit_one_record() {
     project(&coord, &admin, "alpha");
     let body = publish_body("race-1", "projects/alpha/snapshots/race", json!({ "n": 1 }));
     let req = Req::json("publish", &body);
-    let answers: Vec<Value> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..8)
-            .map(|_| scope.spawn(|| coord.send(&admin, &req)))
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                let r = h.join().unwrap();
-                assert!(
-                    r.status == 200 || r.status == 201,
-                    "{}",
-                    String::from_utf8_lossy(&r.body)
-                );
-                r.json()
-            })
-            .collect()
-    });
+    let answers: Vec<Value> = coord.send_together(&admin, &req, 8);
     let created = answers.iter().filter(|a| a["replayed"] == false).count();
     assert_eq!(created, 1, "one admission: {answers:?}");
     for answer in &answers {

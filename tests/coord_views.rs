@@ -6,7 +6,7 @@ mod support;
 
 use lab_coord_auth::{GrantKind, Principal};
 use serde_json::{json, Value};
-use support::coord::{labels, nonce, now, start, Coord, Holder, Req};
+use support::coord::{labels, nonce, now, start, try_send, Coord, Holder, Req};
 use support::{Labd, Response};
 
 fn project(coord: &Coord, who: &Holder, label: &str) {
@@ -949,7 +949,7 @@ fn a_retry_after_kill_9_recovers_every_acknowledged_view() {
                 let header = coord.header(&admin, req, now(), &nonce());
                 let address = coord.client.address;
                 scope.spawn(move || {
-                    let answer = send_raw(address, req, &header).ok()?;
+                    let answer = try_send(address, req, &header).ok()?;
                     (answer.status == 201).then(|| answer.json())
                 })
             })
@@ -997,23 +997,6 @@ fn a_retry_after_kill_9_recovers_every_acknowledged_view() {
             .count();
         assert_eq!(records, 4, "view v{leaf}");
     }
-}
-
-/// One signed request whose transport may fail (a server being killed).
-fn send_raw(address: std::net::SocketAddr, req: &Req, header: &str) -> std::io::Result<Response> {
-    use std::io::Write;
-    let built = req.built();
-    let mut stream = std::net::TcpStream::connect(address)?;
-    stream.set_read_timeout(Some(std::time::Duration::from_secs(60)))?;
-    let head = format!(
-        "{} {} HTTP/1.1\r\nhost: test\r\nconnection: close\r\ncontent-type: application/json\r\nsvc-auth: {header}\r\ncontent-length: {}\r\n\r\n",
-        built.method(),
-        built.target,
-        built.body.len()
-    );
-    stream.write_all(head.as_bytes())?;
-    stream.write_all(&built.body)?;
-    support::try_read_response(&mut stream)
 }
 
 #[test]
@@ -1163,23 +1146,7 @@ fn concurrent_identical_composes_admit_one_view() {
         "compose",
         &compose_body("race", "race", &[record["entry"].clone()], json!({})),
     );
-    let answers: Vec<Value> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..8)
-            .map(|_| scope.spawn(|| coord.send(&admin, &req)))
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                let r = h.join().unwrap();
-                assert!(
-                    r.status == 200 || r.status == 201,
-                    "{}",
-                    String::from_utf8_lossy(&r.body)
-                );
-                r.json()
-            })
-            .collect()
-    });
+    let answers: Vec<Value> = coord.send_together(&admin, &req, 8);
     assert_eq!(
         answers.iter().filter(|a| a["replayed"] == false).count(),
         1,

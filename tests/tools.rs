@@ -47,20 +47,7 @@ fn refused_start(name: &str, args: &[String]) -> String {
         .arg("--data-dir")
         .arg(dir.join("state"))
         .args(["--log", "error"])
-        .args([
-            "--bytes-listen",
-            "127.0.0.1:0",
-            "--bytes-management-listen",
-            "127.0.0.1:0",
-            "--journal-listen",
-            "127.0.0.1:0",
-            "--journal-management-listen",
-            "127.0.0.1:0",
-            "--coord-listen",
-            "127.0.0.1:0",
-            "--coord-management-listen",
-            "127.0.0.1:0",
-        ])
+        .args(support::LOOPBACK_LISTENERS)
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())

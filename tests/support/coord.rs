@@ -246,6 +246,28 @@ impl Coord {
         );
         response.json()
     }
+
+    /// `req` sent `n` times at once, each with its own proof; every answer
+    /// must be 200 or 201.
+    pub fn send_together(&self, who: &Holder, req: &Req, n: usize) -> Vec<Value> {
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..n)
+                .map(|_| scope.spawn(|| self.send(who, req)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    let r = h.join().unwrap();
+                    assert!(
+                        r.status == 200 || r.status == 201,
+                        "{}",
+                        String::from_utf8_lossy(&r.body)
+                    );
+                    r.json()
+                })
+                .collect()
+        })
+    }
 }
 
 /// A `labd` and its coordination service.

@@ -14,6 +14,22 @@ use std::time::{Duration, Instant};
 /// How long a readiness probe waits before the test fails.
 const PROBE_LIMIT: Duration = Duration::from_secs(60);
 
+/// Every listener of every service on a free loopback port.
+pub const LOOPBACK_LISTENERS: [&str; 12] = [
+    "--bytes-listen",
+    "127.0.0.1:0",
+    "--bytes-management-listen",
+    "127.0.0.1:0",
+    "--journal-listen",
+    "127.0.0.1:0",
+    "--journal-management-listen",
+    "127.0.0.1:0",
+    "--coord-listen",
+    "127.0.0.1:0",
+    "--coord-management-listen",
+    "127.0.0.1:0",
+];
+
 /// A running `labd` and its data directory.
 pub struct Labd {
     pub child: Child,
@@ -64,20 +80,7 @@ impl Labd {
             .arg(data_dir.join("state"))
             .arg("--cache-dir")
             .arg(&cache)
-            .args([
-                "--bytes-listen",
-                "127.0.0.1:0",
-                "--bytes-management-listen",
-                "127.0.0.1:0",
-                "--journal-listen",
-                "127.0.0.1:0",
-                "--journal-management-listen",
-                "127.0.0.1:0",
-                "--coord-listen",
-                "127.0.0.1:0",
-                "--coord-management-listen",
-                "127.0.0.1:0",
-            ])
+            .args(LOOPBACK_LISTENERS)
             .arg("--ready-file")
             .arg(&ready)
             .args(["--log", "warn"])
