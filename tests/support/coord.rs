@@ -277,6 +277,30 @@ pub fn start(name: &str) -> (Labd, Coord) {
     (labd, coord)
 }
 
+/// The head and the first half of the body of one signed request, left
+/// open: a request certainly in flight until the stream is dropped.
+pub fn send_half(address: std::net::SocketAddr, req: &Req, header: &str) -> std::net::TcpStream {
+    use std::io::Write;
+    let built = req.built();
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    stream
+        .write_all(request_head(&built, header).as_bytes())
+        .unwrap();
+    stream
+        .write_all(&built.body[..built.body.len() / 2])
+        .unwrap();
+    stream
+}
+
+fn request_head(built: &Built, header: &str) -> String {
+    format!(
+        "{} {} HTTP/1.1\r\nhost: test\r\nconnection: close\r\ncontent-type: application/json\r\nsvc-auth: {header}\r\ncontent-length: {}\r\n\r\n",
+        built.method(),
+        built.target,
+        built.body.len()
+    )
+}
+
 /// One signed request whose transport may fail (a server being killed).
 pub fn try_send(
     address: std::net::SocketAddr,
@@ -287,13 +311,7 @@ pub fn try_send(
     let built = req.built();
     let mut stream = std::net::TcpStream::connect(address)?;
     stream.set_read_timeout(Some(std::time::Duration::from_secs(60)))?;
-    let head = format!(
-        "{} {} HTTP/1.1\r\nhost: test\r\nconnection: close\r\ncontent-type: application/json\r\nsvc-auth: {header}\r\ncontent-length: {}\r\n\r\n",
-        built.method(),
-        built.target,
-        built.body.len()
-    );
-    stream.write_all(head.as_bytes())?;
+    stream.write_all(request_head(&built, header).as_bytes())?;
     stream.write_all(&built.body)?;
     super::try_read_response(&mut stream)
 }
