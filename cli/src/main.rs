@@ -9,7 +9,10 @@
 //!   params.
 //! - [`call`]: `labctl call`, `describe` and `health` over HTTP.
 //! - [`declare`]: `labctl declare` and `labctl verify-admission`.
+//! - [`endpoint`]: `http://` and `https://` base URLs, and the socket URL.
+//! - [`transport`]: plain TCP or TLS (rustls) streams to an endpoint.
 //! - [`http`]: the blocking HTTP/1.1 client.
+//! - [`signer`]: the key, grants and audience that sign each call.
 //! - [`output`]: stdout, or files that appear only when complete.
 //! - [`failure`]: why a command fails, and its exit code.
 //! - [`random`]: randomness from `/dev/urandom`.
@@ -25,6 +28,7 @@ mod apply;
 mod call;
 mod checks;
 mod declare;
+mod endpoint;
 mod export;
 mod failure;
 mod grant;
@@ -35,6 +39,8 @@ mod occurrence;
 mod ops;
 mod output;
 mod random;
+mod signer;
+mod transport;
 mod views;
 
 use std::path::{Path, PathBuf};
@@ -73,8 +79,8 @@ pub struct Common {
     #[arg(long, value_name = "FILE", global = true)]
     pub grants: Vec<PathBuf>,
 
-    /// The operations base URL: http://host[:port][/prefix]. For https, run
-    /// a local proxy and give its http:// URL, with --audience.
+    /// The operations base URL: http[s]://host[:port][/prefix], e.g. a
+    /// deployment's external mount https://lab.example/api/operations.
     #[arg(
         long,
         env = "LAB_ENDPOINT",
@@ -93,19 +99,25 @@ pub struct Common {
     #[arg(long, env = "LAB_WORLD", default_value = "lab", global = true)]
     pub world: String,
 
+    /// Extra trusted certificate authorities for https:// (a PEM file),
+    /// besides the built-in web roots.
+    #[arg(long, env = "LAB_CA_FILE", value_name = "PEM", global = true)]
+    pub ca_file: Option<PathBuf>,
+
     /// Seconds allowed for connecting and for each read or write.
     #[arg(long, default_value_t = 300, value_name = "SECONDS", global = true)]
     pub timeout: u64,
 }
 
 /// The environment variables `labctl` reads; an empty one counts as unset.
-const ENVIRONMENT: [&str; 6] = [
+const ENVIRONMENT: [&str; 7] = [
     "LAB_KEY",
     "LAB_GRANTS",
     "LAB_ENDPOINT",
     "LAB_AUDIENCE",
     "LAB_WORLD",
     "LAB_BYTES_ENDPOINT",
+    "LAB_CA_FILE",
 ];
 
 impl Common {
