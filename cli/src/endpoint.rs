@@ -1,5 +1,6 @@
-//! A service's base URL, split for connecting, for the `Host` header and
-//! for signing: `http://` or `https://`, `host[:port][/prefix]`.
+//! A service's base URL, split for connecting, for the `Host` header, for
+//! signing and for the socket: `http://` or `https://`,
+//! `host[:port][/prefix]`.
 
 /// How the connection is carried.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -14,6 +15,14 @@ impl Scheme {
         match self {
             Scheme::Http => 80,
             Scheme::Https => 443,
+        }
+    }
+
+    /// The scheme of the WebSocket URL over the same carriage.
+    fn socket(self) -> &'static str {
+        match self {
+            Scheme::Http => "ws",
+            Scheme::Https => "wss",
         }
     }
 }
@@ -34,6 +43,9 @@ pub struct Endpoint {
     /// The path prefix before the routes, without a trailing slash.
     pub prefix: String,
 }
+
+/// The socket's route below the prefix.
+const SOCKET_ROUTE: &str = "/v1/ws";
 
 impl Endpoint {
     pub fn parse(url: &str) -> Result<Endpoint, String> {
@@ -94,6 +106,17 @@ impl Endpoint {
             prefix: prefix.to_owned(),
         })
     }
+
+    /// The coordination socket's URL: `ws://` for `http://`, `wss://` for
+    /// `https://`, the same authority and prefix, then `/v1/ws`.
+    pub fn socket_url(&self) -> String {
+        format!(
+            "{}://{}{}{SOCKET_ROUTE}",
+            self.scheme.socket(),
+            self.authority,
+            self.prefix
+        )
+    }
 }
 
 #[cfg(test)]
@@ -149,6 +172,18 @@ mod tests {
         assert_eq!(e.address, "[::1]:443");
         assert_eq!(e.host, "::1");
         assert_eq!(e.prefix, "/a/b");
+    }
+
+    #[test]
+    fn socket_urls() {
+        let url = |base: &str| Endpoint::parse(base).unwrap().socket_url();
+        assert_eq!(url("http://127.0.0.1:8094"), "ws://127.0.0.1:8094/v1/ws");
+        assert_eq!(
+            url("https://lab.example/api/operations/"),
+            "wss://lab.example/api/operations/v1/ws"
+        );
+        assert_eq!(url("https://[::1]:8443"), "wss://[::1]:8443/v1/ws");
+        assert_eq!(url("http://h:1/p"), "ws://h:1/p/v1/ws");
     }
 
     #[test]

@@ -13,6 +13,9 @@
 //! - [`transport`]: plain TCP or TLS (rustls) streams to an endpoint.
 //! - [`http`]: the blocking HTTP/1.1 client.
 //! - [`signer`]: the key, grants and audience that sign each call.
+//! - [`socket`]: the coordination socket (`/v1/ws`, subprotocol `coord`).
+//! - [`envelope`]: socket call envelopes from `labctl ws` input lines.
+//! - [`session`]: `labctl ws` and `labctl watch`.
 //! - [`output`]: stdout, or files that appear only when complete.
 //! - [`failure`]: why a command fails, and its exit code.
 //! - [`random`]: randomness from `/dev/urandom`.
@@ -29,6 +32,7 @@ mod call;
 mod checks;
 mod declare;
 mod endpoint;
+mod envelope;
 mod export;
 mod failure;
 mod grant;
@@ -39,7 +43,9 @@ mod occurrence;
 mod ops;
 mod output;
 mod random;
+mod session;
 mod signer;
+mod socket;
 mod transport;
 mod views;
 
@@ -163,6 +169,12 @@ enum Command {
     Query(views::QueryArgs),
     /// Explain an assertion at a view (POST /v1/explain).
     Explain(views::ExplainArgs),
+    /// A socket session (/v1/ws): one call per stdin line, {"op", "params"?,
+    /// "body"?, "id"?}, each signed; every frame printed as a JSON line.
+    Ws(session::WsArgs),
+    /// Subscribe to PATH over the socket and print each subscription frame
+    /// as a JSON line; exit 0 on its `closed` frame.
+    Watch(session::WatchArgs),
     /// Print the service's description (GET /describe), or one contract file.
     Describe(call::DescribeArgs),
     /// Print the service's health (GET /healthz); exit 8 when a check fails.
@@ -277,6 +289,8 @@ fn main() -> ExitCode {
         Command::Compose(args) => views::run_compose(args, common),
         Command::Query(args) => views::run_query(args, common),
         Command::Explain(args) => views::run_explain(args, common),
+        Command::Ws(args) => session::run_ws(args, common),
+        Command::Watch(args) => session::run_watch(args, common),
         Command::Describe(args) => call::run_describe(args, common),
         Command::Health(args) => call::run_health(args, common),
         Command::Declare(args) => declare::run_declare(args, common),

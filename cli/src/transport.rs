@@ -26,6 +26,16 @@ pub enum Stream {
     Tls(Box<StreamOwned<ClientConnection, TcpStream>>),
 }
 
+impl Stream {
+    /// The TCP connection underneath, for its timeouts.
+    pub fn tcp(&self) -> &TcpStream {
+        match self {
+            Stream::Plain(tcp) => tcp,
+            Stream::Tls(tls) => tls.get_ref(),
+        }
+    }
+}
+
 impl Read for Stream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
