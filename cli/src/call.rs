@@ -2,20 +2,24 @@
 //! describe` and `labctl health` (operational routes, no carriage).
 
 use std::io::{self, BufReader, Read as _, Write as _};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Args;
-use lab_coord_auth::MAX_GRANTS;
-use lab_coord_client::{Answer, BodyKind, Request as CoordRequest, HEADER};
+use lab_coord_client::{Answer as AnswerKind, BodyKind, Request as CoordRequest, HEADER};
 use serde_json::Value;
 
+use crate::endpoint::Endpoint;
 use crate::failure::{Failure, Refusal};
 use crate::http::{self, Request, Response};
 use crate::ops::{self, Arguments};
 use crate::output::Sink;
-use crate::{grant, grantfile, keyfile, random, Common};
+use crate::signer::Signer;
+use crate::transport::{Connector, Stream};
+use crate::Common;
+
+/// An answer whose head has been read and checked.
+pub type Answer = Response<BufReader<Stream>>;
 
 /// The service name every answer must carry in `Lab-Service`.
 pub const SERVICE: &str = "coord";
@@ -67,78 +71,34 @@ pub struct HealthArgs {
     pub live: bool,
 }
 
-/// An operations endpoint, split for connecting and for signing.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Endpoint {
-    /// The URL without its trailing slashes: the default audience.
-    pub base: String,
-    /// `host[:port]` as written: the `Host` header.
-    pub authority: String,
-    /// `host:port` to connect to.
-    pub address: String,
-    /// The path prefix before the routes, without a trailing slash.
-    pub prefix: String,
+/// A connector to the common `--endpoint`, with the common TLS roots.
+pub fn connector_of(common: &Common) -> Result<Connector, Failure> {
+    connector_to(&common.endpoint, common)
 }
 
-impl Endpoint {
-    pub fn parse(url: &str) -> Result<Endpoint, String> {
-        let base = url.trim_end_matches('/');
-        let rest = match base.split_once("://") {
-            Some((scheme, rest)) if scheme.eq_ignore_ascii_case("http") => rest,
-            Some((scheme, _)) if scheme.eq_ignore_ascii_case("https") => {
-                return Err(format!(
-                    "{url}: labctl speaks plain http only; run a TLS-terminating proxy \
-                     that forwards http://127.0.0.1:PORT to it, give that as --endpoint \
-                     and {base} as --audience"
-                ))
-            }
-            _ => return Err(format!("{url}: the endpoint is an http:// URL")),
-        };
-        let (authority, prefix) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-        if authority.is_empty()
-            || authority.contains(['@', '?', '#'])
-            || prefix.contains(['?', '#'])
-        {
-            return Err(format!(
-                "{url}: the endpoint is http://host[:port][/prefix], without user, query or fragment"
-            ));
-        }
-        let has_port = match authority.rfind(']') {
-            Some(bracket) => authority[bracket..].contains(':'),
-            None => authority.contains(':'),
-        };
-        let address = if has_port {
-            authority.to_owned()
-        } else {
-            format!("{authority}:80")
-        };
-        Ok(Endpoint {
-            base: base.to_owned(),
-            authority: authority.to_owned(),
-            address,
-            prefix: prefix.to_owned(),
-        })
-    }
-}
-
-fn endpoint_of(common: &Common) -> Result<Endpoint, Failure> {
-    Endpoint::parse(&common.endpoint).map_err(Failure::Usage)
+/// A connector to `url` with the common TLS roots and timeout.
+pub fn connector_to(url: &str, common: &Common) -> Result<Connector, Failure> {
+    let endpoint = Endpoint::parse(url).map_err(Failure::Usage)?;
+    Connector::new(
+        endpoint,
+        common.ca_file.as_deref(),
+        Duration::from_secs(common.timeout.max(1)),
+    )
 }
 
 /// Sends `request` and checks the answer's `Lab-Service` header before its
 /// body is read.
-fn exchange(
-    endpoint: &Endpoint,
-    request: &Request<'_>,
-    timeout: u64,
-) -> Result<Response<BufReader<TcpStream>>, Failure> {
+fn exchange(connector: &Connector, request: &Request<'_>) -> Result<Answer, Failure> {
+    let endpoint = &connector.endpoint;
     let url = format!(
         "{}{}",
         endpoint.base,
         &request.target[endpoint.prefix.len()..]
     );
-    let timeout = Duration::from_secs(timeout.max(1));
-    let response = http::send(&endpoint.address, request, timeout).map_err(|err| match err {
+    let stream = connector
+        .connect()
+        .map_err(|err| Failure::Transport(format!("{} {url}: {err}", request.method)))?;
+    let response = http::send(stream, request).map_err(|err| match err {
         http::Error::Io(err) => Failure::Transport(format!("{} {url}: {err}", request.method)),
         http::Error::Malformed(why) => Failure::Protocol(format!(
             "{} {url}: malformed HTTP answer: {why}",
@@ -171,7 +131,7 @@ fn exchange(
     Ok(response)
 }
 
-fn read_body(response: &mut Response<BufReader<TcpStream>>) -> Result<Vec<u8>, Failure> {
+fn read_body(response: &mut Answer) -> Result<Vec<u8>, Failure> {
     response
         .read_body()
         .map_err(|err| Failure::Transport(format!("reading the answer: {err}")))
@@ -182,7 +142,7 @@ fn is_success(status: u16) -> bool {
 }
 
 /// Reads a JSON answer: a success is returned, anything else is a refusal.
-pub fn json_answer(response: &mut Response<BufReader<TcpStream>>) -> Result<Value, Failure> {
+pub fn json_answer(response: &mut Answer) -> Result<Value, Failure> {
     let body = read_body(response)?;
     if !is_success(response.status) {
         return Err(Failure::Refused(Refusal::from_answer(
@@ -274,8 +234,8 @@ pub fn run_call(args: CallArgs, common: &Common) -> Result<(), Failure> {
 
     let mut response = signed_exchange(op, request, body, common)?;
     match op.answer {
-        Answer::Json => write_json(&json_answer(&mut response)?, args.out.as_deref()),
-        Answer::Bytes => {
+        AnswerKind::Json => write_json(&json_answer(&mut response)?, args.out.as_deref()),
+        AnswerKind::Bytes => {
             if !is_success(response.status) {
                 let body = read_body(&mut response)?;
                 return Err(Failure::Refused(Refusal::from_answer(
@@ -296,33 +256,19 @@ pub fn signed_exchange(
     request: CoordRequest,
     body: Vec<u8>,
     common: &Common,
-) -> Result<Response<BufReader<TcpStream>>, Failure> {
-    let endpoint = endpoint_of(common)?;
-    let audience = common
-        .audience
-        .clone()
-        .unwrap_or_else(|| endpoint.base.clone());
-    let key = keyfile::load(common.key_file()?)?;
-    let grants = grantfile::load_all(&common.grant_files())?;
-    if grants.len() > MAX_GRANTS {
-        return Err(Failure::Data(format!(
-            "the grant files hold {} distinct grants; a request carries at most {MAX_GRANTS}",
-            grants.len()
-        )));
-    }
-
-    let nonce =
-        random::nonce().map_err(|err| Failure::Io(format!("cannot read /dev/urandom: {err}")))?;
+) -> Result<Answer, Failure> {
+    let connector = connector_of(common)?;
+    let signer = Signer::load(common, &connector.endpoint)?;
     let built = match op.body {
         BodyKind::None => request.build(),
         _ => request.body(body).build(),
     }
     .map_err(|err| Failure::Usage(ops::explain(op, err)))?;
-    let header = built
-        .carriage(&key, grants, &nonce, grant::now(), &audience)
-        .map_err(|err| Failure::Usage(format!("cannot sign the request: {err}")))?
+    let header = signer
+        .carriage(built.op(), &built.params, &built.body)?
         .to_header();
 
+    let endpoint = &connector.endpoint;
     let target = format!("{}{}", endpoint.prefix, built.target);
     let mut headers = vec![(HEADER, header)];
     if let Some(content_type) = built.content_type {
@@ -335,7 +281,7 @@ pub fn signed_exchange(
         headers,
         body: &built.body,
     };
-    exchange(&endpoint, &request, common.timeout)
+    exchange(&connector, &request)
 }
 
 /// Signs and sends one JSON operation `op` with `body`; its JSON answer.
@@ -349,10 +295,7 @@ pub fn call_json(common: &Common, op: &str, body: &Value) -> Result<Value, Failu
 
 /// Copies a bytes answer to `out` (or stdout). A body cut short is a
 /// transport failure, and no file is left behind.
-fn stream_body(
-    response: &mut Response<BufReader<TcpStream>>,
-    out: Option<&Path>,
-) -> Result<(), Failure> {
+fn stream_body(response: &mut Answer, out: Option<&Path>) -> Result<(), Failure> {
     let mut sink = Sink::open(out)?;
     let mut buf = vec![0u8; 64 * 1024];
     loop {
@@ -372,11 +315,8 @@ fn stream_body(
     sink.commit()
 }
 
-fn operational(
-    endpoint: &Endpoint,
-    route: &str,
-    timeout: u64,
-) -> Result<Response<BufReader<TcpStream>>, Failure> {
+fn operational(connector: &Connector, route: &str) -> Result<Answer, Failure> {
+    let endpoint = &connector.endpoint;
     let target = format!("{}{route}", endpoint.prefix);
     let request = Request {
         method: "GET",
@@ -385,14 +325,14 @@ fn operational(
         headers: Vec::new(),
         body: b"",
     };
-    exchange(endpoint, &request, timeout)
+    exchange(connector, &request)
 }
 
 pub fn run_describe(args: DescribeArgs, common: &Common) -> Result<(), Failure> {
-    let endpoint = endpoint_of(common)?;
+    let connector = connector_of(common)?;
     match &args.file {
         None => {
-            let mut response = operational(&endpoint, "/describe", common.timeout)?;
+            let mut response = operational(&connector, "/describe")?;
             write_json(&json_answer(&mut response)?, None)
         }
         Some(file) => {
@@ -401,7 +341,7 @@ pub fn run_describe(args: DescribeArgs, common: &Common) -> Result<(), Failure> 
                 .map(lab_coord_client::percent_encode)
                 .collect();
             let route = format!("/describe/{}", encoded.join("/"));
-            let mut response = operational(&endpoint, &route, common.timeout)?;
+            let mut response = operational(&connector, &route)?;
             if !is_success(response.status) {
                 let body = read_body(&mut response)?;
                 return Err(Failure::Refused(Refusal::from_answer(
@@ -415,9 +355,9 @@ pub fn run_describe(args: DescribeArgs, common: &Common) -> Result<(), Failure> 
 }
 
 pub fn run_health(args: HealthArgs, common: &Common) -> Result<(), Failure> {
-    let endpoint = endpoint_of(common)?;
+    let connector = connector_of(common)?;
     let route = if args.live { "/livez" } else { "/healthz" };
-    let mut response = operational(&endpoint, route, common.timeout)?;
+    let mut response = operational(&connector, route)?;
     if response.status != 503 {
         return write_json(&json_answer(&mut response)?, None);
     }
@@ -451,44 +391,4 @@ pub fn run_health(args: HealthArgs, common: &Common) -> Result<(), Failure> {
             failing.join(", ")
         }
     )))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn endpoints() {
-        let e = Endpoint::parse("http://127.0.0.1:8094").unwrap();
-        assert_eq!(
-            e,
-            Endpoint {
-                base: "http://127.0.0.1:8094".into(),
-                authority: "127.0.0.1:8094".into(),
-                address: "127.0.0.1:8094".into(),
-                prefix: String::new(),
-            }
-        );
-        let e = Endpoint::parse("http://proxy.example/api/operations/").unwrap();
-        assert_eq!(e.base, "http://proxy.example/api/operations");
-        assert_eq!(e.address, "proxy.example:80");
-        assert_eq!(e.authority, "proxy.example");
-        assert_eq!(e.prefix, "/api/operations");
-        let e = Endpoint::parse("http://[::1]:9000/").unwrap();
-        assert_eq!(e.address, "[::1]:9000");
-        assert_eq!(e.base, "http://[::1]:9000");
-        assert_eq!(Endpoint::parse("http://[::1]").unwrap().address, "[::1]:80");
-        let err = Endpoint::parse("https://lab.example/api/operations").unwrap_err();
-        assert!(err.contains("proxy"), "{err}");
-        for bad in [
-            "127.0.0.1:8094",
-            "ftp://x",
-            "http://",
-            "http://u@h",
-            "http://h/?q",
-            "http://h/#f",
-        ] {
-            assert!(Endpoint::parse(bad).is_err(), "{bad}");
-        }
-    }
 }

@@ -9,12 +9,12 @@
 //! trusted.
 
 use clap::Args;
-use std::time::Duration;
 
-use crate::call::Endpoint;
+use crate::call::connector_to;
 use crate::checks;
 use crate::failure::Failure;
 use crate::http::{self, Request};
+use crate::transport::Connector;
 use crate::Common;
 
 /// The development deployment's bytes service.
@@ -39,9 +39,8 @@ pub struct VerifyExportArgs {
 }
 
 pub fn run_verify_export(args: VerifyExportArgs, common: &Common) -> Result<(), Failure> {
-    let endpoint = Endpoint::parse(&args.bytes_endpoint).map_err(Failure::Usage)?;
-    let timeout = Duration::from_secs(common.timeout.max(1));
-    let mut fetch = |name: &str| blob(&endpoint, name, timeout);
+    let connector = connector_to(&args.bytes_endpoint, common)?;
+    let mut fetch = |name: &str| blob(&connector, name);
     let names: Vec<&str> = args.manifests.iter().map(String::as_str).collect();
     let checks = lab_coord_client::verify_export(&names, &mut fetch);
     checks::report(&checks, "the export")
@@ -49,7 +48,8 @@ pub fn run_verify_export(args: VerifyExportArgs, common: &Common) -> Result<(), 
 
 /// The bytes retained under `name`, or none when they cannot be had (the
 /// verifier reports which).
-fn blob(endpoint: &Endpoint, name: &str, timeout: Duration) -> Option<Vec<u8>> {
+fn blob(connector: &Connector, name: &str) -> Option<Vec<u8>> {
+    let endpoint = &connector.endpoint;
     let target = format!("{}/v1/blobs/{name}", endpoint.prefix);
     let request = Request {
         method: "GET",
@@ -58,7 +58,7 @@ fn blob(endpoint: &Endpoint, name: &str, timeout: Duration) -> Option<Vec<u8>> {
         headers: Vec::new(),
         body: &[],
     };
-    let mut response = http::send(&endpoint.address, &request, timeout).ok()?;
+    let mut response = http::send(connector.connect().ok()?, &request).ok()?;
     if response.status != 200 {
         return None;
     }

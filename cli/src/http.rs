@@ -1,16 +1,14 @@
-//! A small blocking HTTP/1.1 client over `std::net::TcpStream`.
+//! A small blocking HTTP/1.1 client over any byte stream (plain TCP or
+//! TLS: [`crate::transport::Stream`]).
 //!
-//! One request per connection (`Connection: close`), `http://` only. The
-//! request body is sent with `Content-Length`; the answer's body is framed
-//! by `Content-Length`, by `Transfer-Encoding: chunked`, or by the end of
-//! the connection. The head is returned before the body is read, so the
-//! caller can check the answer's headers first. TLS is out of scope: an
-//! `https://` deployment is reached through a fronting proxy.
+//! One request per connection (`Connection: close`). The request body is
+//! sent with `Content-Length`; the answer's body is framed by
+//! `Content-Length`, by `Transfer-Encoding: chunked`, or by the end of the
+//! connection. The head is returned before the body is read, so the caller
+//! can check the answer's headers first.
 
 use std::fmt;
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
-use std::time::Duration;
 
 /// The longest answer head (status line and headers) accepted.
 const MAX_HEAD: usize = 64 * 1024;
@@ -86,17 +84,13 @@ impl<R: BufRead> Response<R> {
     }
 }
 
-/// Connects to `address` (`host:port`), sends `request` and reads the
-/// answer's head. `timeout` bounds the connection and each read and write.
-pub fn send(
-    address: &str,
+/// Sends `request` on `stream` and reads the answer's head; the stream's
+/// timeouts bound each read and write.
+pub fn send<S: Read + Write>(
+    mut stream: S,
     request: &Request<'_>,
-    timeout: Duration,
-) -> Result<Response<BufReader<TcpStream>>, Error> {
-    let stream = connect(address, timeout)?;
-    stream.set_read_timeout(Some(timeout))?;
-    stream.set_write_timeout(Some(timeout))?;
-    let written = write_request(&mut &stream, request);
+) -> Result<Response<BufReader<S>>, Error> {
+    let written = write_request(&mut stream, request);
     let reader = BufReader::new(stream);
     match (written, read_response(reader)) {
         (_, Ok(response)) => Ok(response),
@@ -106,22 +100,6 @@ pub fn send(
         (Err(err), Err(_)) => Err(Error::Io(err)),
         (Ok(()), Err(err)) => Err(err),
     }
-}
-
-fn connect(address: &str, timeout: Duration) -> io::Result<TcpStream> {
-    let mut last = None;
-    for addr in address.to_socket_addrs()? {
-        match TcpStream::connect_timeout(&addr, timeout) {
-            Ok(stream) => return Ok(stream),
-            Err(err) => last = Some(err),
-        }
-    }
-    Err(last.unwrap_or_else(|| {
-        io::Error::new(
-            io::ErrorKind::NotFound,
-            format!("{address} resolves to no address"),
-        )
-    }))
 }
 
 /// Writes the request head and body.

@@ -9,7 +9,13 @@
 //!   params.
 //! - [`call`]: `labctl call`, `describe` and `health` over HTTP.
 //! - [`declare`]: `labctl declare` and `labctl verify-admission`.
+//! - [`endpoint`]: `http://` and `https://` base URLs, and the socket URL.
+//! - [`transport`]: plain TCP or TLS (rustls) streams to an endpoint.
 //! - [`http`]: the blocking HTTP/1.1 client.
+//! - [`signer`]: the key, grants and audience that sign each call.
+//! - [`socket`]: the coordination socket (`/v1/ws`, subprotocol `coord`).
+//! - [`envelope`]: socket call envelopes from `labctl ws` input lines.
+//! - [`session`]: `labctl ws` and `labctl watch`.
 //! - [`output`]: stdout, or files that appear only when complete.
 //! - [`failure`]: why a command fails, and its exit code.
 //! - [`random`]: randomness from `/dev/urandom`.
@@ -25,6 +31,8 @@ mod apply;
 mod call;
 mod checks;
 mod declare;
+mod endpoint;
+mod envelope;
 mod export;
 mod failure;
 mod grant;
@@ -35,6 +43,10 @@ mod occurrence;
 mod ops;
 mod output;
 mod random;
+mod session;
+mod signer;
+mod socket;
+mod transport;
 mod views;
 
 use std::path::{Path, PathBuf};
@@ -73,8 +85,8 @@ pub struct Common {
     #[arg(long, value_name = "FILE", global = true)]
     pub grants: Vec<PathBuf>,
 
-    /// The operations base URL: http://host[:port][/prefix]. For https, run
-    /// a local proxy and give its http:// URL, with --audience.
+    /// The operations base URL: http[s]://host[:port][/prefix], e.g. a
+    /// deployment's external mount https://lab.example/api/operations.
     #[arg(
         long,
         env = "LAB_ENDPOINT",
@@ -93,19 +105,25 @@ pub struct Common {
     #[arg(long, env = "LAB_WORLD", default_value = "lab", global = true)]
     pub world: String,
 
+    /// Extra trusted certificate authorities for https:// (a PEM file),
+    /// besides the built-in web roots.
+    #[arg(long, env = "LAB_CA_FILE", value_name = "PEM", global = true)]
+    pub ca_file: Option<PathBuf>,
+
     /// Seconds allowed for connecting and for each read or write.
     #[arg(long, default_value_t = 300, value_name = "SECONDS", global = true)]
     pub timeout: u64,
 }
 
 /// The environment variables `labctl` reads; an empty one counts as unset.
-const ENVIRONMENT: [&str; 6] = [
+const ENVIRONMENT: [&str; 7] = [
     "LAB_KEY",
     "LAB_GRANTS",
     "LAB_ENDPOINT",
     "LAB_AUDIENCE",
     "LAB_WORLD",
     "LAB_BYTES_ENDPOINT",
+    "LAB_CA_FILE",
 ];
 
 impl Common {
@@ -151,6 +169,12 @@ enum Command {
     Query(views::QueryArgs),
     /// Explain an assertion at a view (POST /v1/explain).
     Explain(views::ExplainArgs),
+    /// A socket session (/v1/ws): one call per stdin line, {"op", "params"?,
+    /// "body"?, "id"?}, each signed; every frame printed as a JSON line.
+    Ws(session::WsArgs),
+    /// Subscribe to PATH over the socket and print each subscription frame
+    /// as a JSON line; exit 0 on its `closed` frame.
+    Watch(session::WatchArgs),
     /// Print the service's description (GET /describe), or one contract file.
     Describe(call::DescribeArgs),
     /// Print the service's health (GET /healthz); exit 8 when a check fails.
@@ -265,6 +289,8 @@ fn main() -> ExitCode {
         Command::Compose(args) => views::run_compose(args, common),
         Command::Query(args) => views::run_query(args, common),
         Command::Explain(args) => views::run_explain(args, common),
+        Command::Ws(args) => session::run_ws(args, common),
+        Command::Watch(args) => session::run_watch(args, common),
         Command::Describe(args) => call::run_describe(args, common),
         Command::Health(args) => call::run_health(args, common),
         Command::Declare(args) => declare::run_declare(args, common),

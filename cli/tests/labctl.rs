@@ -1108,7 +1108,20 @@ fn usage_errors() {
                 "--key",
                 key,
                 "--endpoint",
-                "https://x",
+                "ftp://x",
+            ],
+            64,
+        ),
+        (
+            vec![
+                "call",
+                "resolve",
+                "--path",
+                "a",
+                "--key",
+                key,
+                "--endpoint",
+                "https://x:65536",
             ],
             64,
         ),
@@ -1632,4 +1645,463 @@ fn verify_export_fetches_and_checks() {
         "{}",
         stdout(&output)
     );
+}
+
+// ---- The socket: `labctl ws` and `labctl watch` against a scripted
+// service speaking WS.md's binding (the real one is tested end to end in
+// tests/labctl_ws.rs).
+
+type ServiceSocket = tungstenite::WebSocket<TcpStream>;
+
+/// A socket service that accepts one upgrade, answering with
+/// `Lab-Service: coord` unless `identified` is false and with the offered
+/// subprotocol `coord` unless `subprotocol` is false, then runs `script`.
+// The handshake callback's error type is tungstenite's, not ours.
+#[allow(clippy::result_large_err)]
+fn serve_socket<T: Send + 'static>(
+    identified: bool,
+    subprotocol: bool,
+    script: impl FnOnce(&mut ServiceSocket) -> T + Send + 'static,
+) -> (String, JoinHandle<T>) {
+    use tungstenite::handshake::server::{Request, Response};
+    use tungstenite::http::HeaderValue;
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    let handle = std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let mut socket =
+            tungstenite::accept_hdr(stream, |request: &Request, mut response: Response| {
+                assert_eq!(request.uri().path(), "/v1/ws");
+                let offered = request.headers().get("Sec-WebSocket-Protocol").unwrap();
+                assert_eq!(offered, "coord");
+                let headers = response.headers_mut();
+                if identified {
+                    headers.insert("Lab-Service", HeaderValue::from_static("coord"));
+                    headers.insert("Lab-Contract", HeaderValue::from_static("2026-09-19"));
+                }
+                if subprotocol {
+                    headers.insert("Sec-WebSocket-Protocol", HeaderValue::from_static("coord"));
+                }
+                Ok(response)
+            })
+            .unwrap();
+        script(&mut socket)
+    });
+    (address, handle)
+}
+
+/// The next call envelope the service receives.
+fn receive_call(socket: &mut ServiceSocket) -> Value {
+    loop {
+        match socket.read().unwrap() {
+            tungstenite::Message::Text(text) => {
+                return serde_json::from_str(text.as_str()).unwrap()
+            }
+            tungstenite::Message::Close(_) => panic!("the client closed before a call"),
+            _ => {}
+        }
+    }
+}
+
+fn send_frame(socket: &mut ServiceSocket, frame: Value) {
+    socket
+        .send(tungstenite::Message::text(frame.to_string()))
+        .unwrap();
+}
+
+/// Waits for the client's close and echoes it; answers whether one came.
+fn await_close(socket: &mut ServiceSocket) -> bool {
+    loop {
+        match socket.read() {
+            Ok(tungstenite::Message::Close(frame)) => {
+                assert_eq!(frame.map(|f| u16::from(f.code)), Some(1000));
+                let _ = socket.flush();
+                return true;
+            }
+            Ok(tungstenite::Message::Text(text)) => panic!("a call after the end: {text}"),
+            Ok(_) => {}
+            Err(_) => return false,
+        }
+    }
+}
+
+/// Checks a call envelope's carriage as the service would: the proof over
+/// the envelope's `op`, its `params` typed by their JSON shapes, and the
+/// SHA-256 of the RFC 8785 text of its `body` (of "" without one); then a
+/// grant chain for `kind` on `path`.
+fn verify_envelope(
+    envelope: &Value,
+    kind: GrantKind,
+    root: &Principal,
+    audience: &str,
+    path: &[&str],
+) -> Principal {
+    let carriage =
+        Carriage::from_json_bytes(envelope["auth"].to_string().as_bytes()).expect("auth decodes");
+    assert_eq!(carriage.proof.audience, audience);
+    let mut params = Params::new();
+    for (name, value) in envelope["params"].as_object().into_iter().flatten() {
+        let value = match value {
+            Value::String(text) => ParamValue::String(text.clone()),
+            Value::Number(n) => ParamValue::Int(n.as_i64().unwrap()),
+            Value::Array(items) => ParamValue::Strings(
+                items
+                    .iter()
+                    .map(|i| i.as_str().unwrap().to_owned())
+                    .collect(),
+            ),
+            other => panic!("param {name} is {other}"),
+        };
+        params.insert(name.as_str(), value);
+    }
+    let digested = envelope
+        .get("body")
+        .map(lab_coord_auth::canonical_json)
+        .unwrap_or_default();
+    let request = RequestFacts {
+        op: envelope["op"].as_str().unwrap(),
+        params: &params,
+        body_digest: BodyDigest::of(&digested),
+    };
+    let path: Vec<String> = path.iter().map(|s| s.to_string()).collect();
+    Verifier::new("lab", *root, audience)
+        .check(
+            &carriage,
+            &request,
+            kind,
+            &path,
+            now(),
+            &mut MemoryReplayCache::new(),
+        )
+        .expect("the envelope's carriage verifies and authorizes")
+        .principal
+}
+
+fn reply(id: &Value, status: &str, result: Value) -> Value {
+    json!({"id": id, "status": status, "contract": "2026-09-19", "result": result})
+}
+
+fn lines(output: &Output) -> Vec<Value> {
+    stdout(output)
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("each line is JSON"))
+        .collect()
+}
+
+#[test]
+fn ws_signs_each_call_and_prints_every_frame() {
+    let s = setup("ws-session", &["read"]);
+    let root = s.root;
+    let (address, server) = serve_socket(true, true, move |socket| {
+        let audience = format!("http://{}", socket.get_ref().local_addr().unwrap());
+        let children = receive_call(socket);
+        assert_eq!(children["id"], "a");
+        assert_eq!(children["op"], "children");
+        assert_eq!(
+            children["params"],
+            json!({"path": ["projects", "alpha"], "limit": 2})
+        );
+        assert!(children.get("body").is_none());
+        verify_envelope(
+            &children,
+            GrantKind::Read,
+            &root,
+            &audience,
+            &["projects", "alpha"],
+        );
+        let subscribe = receive_call(socket);
+        assert_eq!(subscribe["id"], "line-2");
+        assert_eq!(subscribe["op"], "subscribe");
+        assert!(subscribe.get("params").is_none());
+        assert_eq!(
+            subscribe["body"],
+            json!({"path": ["projects", "alpha"], "depth": 0})
+        );
+        verify_envelope(
+            &subscribe,
+            GrantKind::Read,
+            &root,
+            &audience,
+            &["projects", "alpha"],
+        );
+        // Completion order, not call order; a subscription frame between.
+        send_frame(
+            socket,
+            reply(
+                &subscribe["id"],
+                "created",
+                json!({"subscription": format!("sub_{}", "0".repeat(32)), "expires_at": 9}),
+            ),
+        );
+        send_frame(
+            socket,
+            json!({"subscription": format!("sub_{}", "0".repeat(32)),
+            "contract": "2026-09-19", "event": {"space": "s", "cutoff": 4}}),
+        );
+        send_frame(
+            socket,
+            reply(&children["id"], "ok", json!({"children": []})),
+        );
+        await_close(socket)
+    });
+    let input = concat!(
+        r#"{"op":"children","id":"a","params":{"path":["projects","alpha"],"limit":2}}"#,
+        "\n",
+        r#"{"op":"subscribe","body":{"depth":0,"path":["projects","alpha"]}}"#,
+        "\n",
+        r#"{"op":"fetch","params":{"path":["x"]}}"#,
+        "\n\n",
+    );
+    let out = labctl_with(
+        &["ws", "--endpoint", &format!("http://{address}")],
+        &[("LAB_KEY", p(&s.worker_key)), ("LAB_GRANTS", p(&s.grants))],
+        input.as_bytes(),
+    );
+    // Line 3 was refused before sending: the session still ran, and the
+    // exit says some input was not sent.
+    assert_eq!(code(&out), 65, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("line 3: fetch is not carried by the socket"),
+        "{}",
+        stderr(&out)
+    );
+    let frames = lines(&out);
+    assert_eq!(frames.len(), 3, "{frames:?}");
+    assert_eq!(
+        (&frames[0]["id"], &frames[0]["status"]),
+        (&json!("line-2"), &json!("created"))
+    );
+    assert_eq!(frames[1]["event"]["cutoff"], 4);
+    assert_eq!(
+        (&frames[2]["id"], &frames[2]["status"]),
+        (&json!("a"), &json!("ok"))
+    );
+    assert!(server.join().unwrap(), "labctl closed the socket normally");
+}
+
+#[test]
+fn ws_reports_a_lost_connection_with_the_calls_unanswered() {
+    let s = setup("ws-lost", &["read"]);
+    let (address, server) = serve_socket(true, true, |socket| {
+        let call = receive_call(socket);
+        assert_eq!(call["id"], "q");
+        // The connection ends without a reply or a close.
+    });
+    let out = labctl_with(
+        &["ws", "--endpoint", &format!("http://{address}")],
+        &[("LAB_KEY", p(&s.worker_key)), ("LAB_GRANTS", p(&s.grants))],
+        br#"{"id":"q","op":"resolve","params":{"path":["projects"]}}"#,
+    );
+    server.join().unwrap();
+    assert_eq!(code(&out), 69, "{}", stderr(&out));
+    assert!(stderr(&out).contains("unanswered: q"), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "");
+}
+
+#[test]
+fn watch_prints_subscription_frames_until_closed() {
+    let s = setup("watch", &["read"]);
+    let root = s.root;
+    let sub = format!("sub_{}", "ab".repeat(16));
+    let frames = [
+        json!({"subscription": sub, "contract": "2026-09-19", "event": {"space": "s1", "cutoff": 7}}),
+        json!({"subscription": sub, "contract": "2026-09-19", "gap": {"space": "s0"}}),
+        json!({"subscription": sub, "contract": "2026-09-19", "closed": {"reason": "expired", "delivered": 1}}),
+    ];
+    let sent = frames.clone();
+    let said = format!("labctl: subscribed {sub} (expires at 99)");
+    let (address, server) = serve_socket(true, true, move |socket| {
+        let audience = format!("http://{}", socket.get_ref().local_addr().unwrap());
+        let call = receive_call(socket);
+        assert_eq!(call["op"], "subscribe");
+        assert_eq!(
+            call["body"],
+            json!({"path": ["projects", "alpha"], "depth": 1})
+        );
+        verify_envelope(
+            &call,
+            GrantKind::Read,
+            &root,
+            &audience,
+            &["projects", "alpha"],
+        );
+        send_frame(
+            socket,
+            reply(
+                &call["id"],
+                "created",
+                json!({"subscription": sub, "expires_at": 99}),
+            ),
+        );
+        for frame in sent {
+            send_frame(socket, frame);
+        }
+        let _ = await_close(socket);
+    });
+    let out = labctl_with(
+        &[
+            "watch",
+            "projects/alpha",
+            "--depth",
+            "1",
+            "--endpoint",
+            &format!("http://{address}"),
+        ],
+        &[("LAB_KEY", p(&s.worker_key)), ("LAB_GRANTS", p(&s.grants))],
+        b"",
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(lines(&out), frames);
+    assert!(stderr(&out).contains(&said), "{}", stderr(&out));
+    drop(server);
+}
+
+#[test]
+fn watch_fails_on_a_lost_connection_and_on_a_refusal() {
+    let s = setup("watch-lost", &["read"]);
+    let env = [("LAB_KEY", p(&s.worker_key)), ("LAB_GRANTS", p(&s.grants))];
+    let sub = format!("sub_{}", "cd".repeat(16));
+    let event = json!({"subscription": sub, "contract": "2026-09-19", "event": {"space": "s", "cutoff": 1}});
+    let sent = event.clone();
+    let (address, server) = serve_socket(true, true, move |socket| {
+        let call = receive_call(socket);
+        send_frame(
+            socket,
+            reply(
+                &call["id"],
+                "created",
+                json!({"subscription": sub, "expires_at": 9}),
+            ),
+        );
+        send_frame(socket, sent);
+        // Gone without a `closed` frame.
+    });
+    let endpoint = format!("http://{address}");
+    let out = labctl_with(&["watch", "/", "--endpoint", &endpoint], &env, b"");
+    server.join().unwrap();
+    assert_eq!(code(&out), 69, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("the connection was lost"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(lines(&out), [event]);
+
+    let (address, server) = serve_socket(true, true, |socket| {
+        let call = receive_call(socket);
+        assert_eq!(call["body"], json!({"path": []}));
+        send_frame(
+            socket,
+            json!({"id": call["id"], "status": "error", "contract": "2026-09-19",
+            "error": {"error": "denied", "message": "no read grant covers the scope"}}),
+        );
+        let _ = await_close(socket);
+    });
+    let endpoint = format!("http://{address}");
+    let out = labctl_with(&["watch", "/", "--endpoint", &endpoint], &env, b"");
+    assert_eq!(code(&out), 6, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("refused: denied (HTTP 403): no read grant covers the scope"),
+        "{}",
+        stderr(&out)
+    );
+    drop(server);
+}
+
+#[test]
+fn the_socket_answer_is_checked_before_any_call() {
+    let s = setup("ws-upgrade", &["read"]);
+    let env = [("LAB_KEY", p(&s.worker_key)), ("LAB_GRANTS", p(&s.grants))];
+    let line = br#"{"op":"resolve","params":{"path":["projects"]}}"#;
+    // No subprotocol in the answer.
+    let (address, server) = serve_socket(true, false, |socket| socket.read().is_ok());
+    let out = labctl_with(
+        &["ws", "--endpoint", &format!("http://{address}")],
+        &env,
+        line,
+    );
+    assert_eq!(code(&out), 70, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("without the subprotocol \"coord\""),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!server.join().unwrap(), "no call was sent");
+    // Not the coordination service.
+    let (address, server) = serve_socket(false, true, |socket| socket.read().is_ok());
+    let out = labctl_with(
+        &["ws", "--endpoint", &format!("http://{address}")],
+        &env,
+        line,
+    );
+    assert_eq!(code(&out), 70, "{}", stderr(&out));
+    assert!(stderr(&out).contains("not \"coord\""), "{}", stderr(&out));
+    assert!(!server.join().unwrap(), "no call was sent");
+    // The service refuses the upgrade with its envelope: that refusal.
+    let refusal = json!({"error": "not_implemented", "message": "the socket is not served",
+                         "details": {"operation": "ws"}});
+    let (address, server) = serve_once(json_answer("500 Internal Server Error", &refusal));
+    let out = labctl_with(
+        &["watch", "/", "--endpoint", &format!("http://{address}")],
+        &env,
+        b"",
+    );
+    assert_eq!(code(&out), 9, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("refused: not_implemented (HTTP 500)"),
+        "{}",
+        stderr(&out)
+    );
+    let received = server.join().unwrap();
+    assert_eq!(
+        (received.method.as_str(), received.target.as_str()),
+        ("GET", "/v1/ws")
+    );
+    assert_eq!(received.header("Sec-WebSocket-Protocol"), Some("coord"));
+}
+
+#[test]
+fn a_silent_service_ends_the_session_after_the_timeout() {
+    let s = setup("ws-silent", &["read"]);
+    let env = [("LAB_KEY", p(&s.worker_key)), ("LAB_GRANTS", p(&s.grants))];
+    // The service takes each call and never replies (WS.md: a reply not
+    // written within 30 seconds is dropped).
+    let (address, server) = serve_socket(true, true, |socket| {
+        receive_call(socket);
+        let _ = await_close(socket);
+    });
+    let endpoint = format!("http://{address}");
+    let line = br#"{"id":"s","op":"resolve","params":{"path":["projects"]}}"#;
+    let out = labctl_with(
+        &["ws", "--timeout", "1", "--endpoint", &endpoint],
+        &env,
+        line,
+    );
+    assert_eq!(code(&out), 69, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no frame from the service for 1 seconds; unanswered: s"),
+        "{}",
+        stderr(&out)
+    );
+    drop(server);
+    let (address, server) = serve_socket(true, true, |socket| {
+        receive_call(socket);
+        let _ = await_close(socket);
+    });
+    let endpoint = format!("http://{address}");
+    let out = labctl_with(
+        &["watch", "/", "--timeout", "1", "--endpoint", &endpoint],
+        &env,
+        b"",
+    );
+    assert_eq!(code(&out), 69, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no reply to subscribe within 1 seconds"),
+        "{}",
+        stderr(&out)
+    );
+    drop(server);
 }

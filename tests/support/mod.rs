@@ -56,6 +56,28 @@ pub fn temp_dir(name: &str) -> PathBuf {
     dir
 }
 
+/// The `labd` binary: this package's, or else, in a test of another
+/// package of the workspace (`labctl`'s), the one built beside the test
+/// (`cargo test --workspace` builds it; alone: `cargo build -p labd`).
+pub fn labd_binary() -> PathBuf {
+    if let Some(path) = option_env!("CARGO_BIN_EXE_labd") {
+        return PathBuf::from(path);
+    }
+    let test = std::env::current_exe().unwrap();
+    // target/<profile>/deps/<test> -> target/<profile>/labd
+    let path = test
+        .parent()
+        .and_then(Path::parent)
+        .unwrap()
+        .join(format!("labd{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        path.is_file(),
+        "{} is not built: run `cargo build -p labd` first",
+        path.display()
+    );
+    path
+}
+
 /// The components the build produced (the same ones `labd` embeds).
 pub fn built_component(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -75,7 +97,7 @@ impl Labd {
         let ready = data_dir.join("ready.json");
         let _ = std::fs::remove_file(&ready);
         let cache = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("component-cache");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_labd"))
+        let mut child = Command::new(labd_binary())
             .arg("--data-dir")
             .arg(data_dir.join("state"))
             .arg("--cache-dir")
