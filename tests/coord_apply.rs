@@ -230,11 +230,11 @@ fn a_tampered_attestation_or_leaf_is_refused_offline() {
     created(&coord.apply(&publisher, &body));
     let entries = coord.entries(APP);
     assert!(verify(&coord, &entries, None).iter().all(|c| c.passed));
-    let failing = |checks: Vec<lab_coord_client::Check>| -> Vec<&'static str> {
+    let failing = |checks: Vec<lab_coord_client::Check>| -> Vec<String> {
         checks
             .iter()
             .filter(|c| !c.passed)
-            .map(|c| c.name)
+            .map(|c| c.name.to_string())
             .collect()
     };
     // A changed envelope no longer hashes to the result's attestation.

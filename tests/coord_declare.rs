@@ -193,11 +193,11 @@ fn verify(record: &Value, root: &Principal, audience: &str) -> Vec<lab_coord_cli
     lab_coord_client::verify_admission(record.to_string().as_bytes(), root, audience)
 }
 
-fn failed(checks: &[lab_coord_client::Check]) -> Vec<&'static str> {
+fn failed(checks: &[lab_coord_client::Check]) -> Vec<String> {
     checks
         .iter()
         .filter(|c| !c.passed)
-        .map(|c| c.name)
+        .map(|c| c.name.to_string())
         .collect()
 }
 

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 
 use crate::call::{call_json, json_answer, signed_exchange};
 use crate::checks;
-use crate::failure::Failure;
+use crate::failure::{Failure, Refusal};
 use crate::Common;
 
 #[derive(Debug, Args)]
@@ -144,7 +144,7 @@ pub fn run_verify_application(args: VerifyApplicationArgs, common: &Common) -> R
 }
 
 /// Every entry of the leaf, page by page at the first page's cutoff.
-fn leaf_entries(path: &[String], common: &Common) -> Result<Vec<Value>, Failure> {
+pub fn leaf_entries(path: &[String], common: &Common) -> Result<Vec<Value>, Failure> {
     let mut entries = Vec::new();
     let mut after = 0;
     let mut through: Option<i64> = None;
@@ -168,8 +168,8 @@ fn leaf_entries(path: &[String], common: &Common) -> Result<Vec<Value>, Failure>
     }
 }
 
-/// The bytes `fetch` serves at the leaf for `hash`.
-fn fetch(path: &[String], hash: &str, common: &Common) -> Result<Vec<u8>, Failure> {
+/// The bytes `fetch` serves at `path` for `hash`.
+pub fn fetch(path: &[String], hash: &str, common: &Common) -> Result<Vec<u8>, Failure> {
     let request = CoordRequest::new("fetch")
         .expect("the table lists fetch")
         .path(path.iter().cloned())
@@ -180,9 +180,9 @@ fn fetch(path: &[String], hash: &str, common: &Common) -> Result<Vec<u8>, Failur
         .read_body()
         .map_err(|err| Failure::Transport(format!("reading the answer: {err}")))?;
     if response.status != 200 {
-        return Err(Failure::Transport(format!(
-            "fetch answered {}",
-            response.status
+        return Err(Failure::Refused(Refusal::from_answer(
+            response.status,
+            &body,
         )));
     }
     Ok(body)

@@ -22,6 +22,8 @@
 //! - [`views`]: `labctl compose`, `query` and `explain`.
 //! - [`apply`]: `labctl apply` and `labctl verify-application`.
 //! - [`export`]: `labctl verify-export`.
+//! - [`reproduce`]: `labctl reproduce-application`, an application's run
+//!   repeated locally in the same sandbox and compared.
 //!
 //! The signing itself (proof, carriage, grant bytes) is `lab-coord-auth`'s;
 //! the byte recipes are in `contracts/coordination/AUTH.md`, the usage in
@@ -43,6 +45,7 @@ mod occurrence;
 mod ops;
 mod output;
 mod random;
+mod reproduce;
 mod session;
 mod signer;
 mod socket;
@@ -192,6 +195,11 @@ enum Command {
     /// the root's DSSE signature over the in-toto statement and its
     /// agreement with every fact and document; exit 5 when one fails.
     VerifyApplication(apply::VerifyApplicationArgs),
+    /// Verify an application as verify-application does, then run its
+    /// release again locally in the same sandbox on the inputs fetched by
+    /// their attested content, with its recipe and attested limits, and
+    /// compare each output with the attested one; exit 5 on a mismatch.
+    ReproduceApplication(reproduce::ReproduceApplicationArgs),
     /// Fetch an export's manifests and chunks from the bytes service and
     /// check them offline: digests, contiguous journal prefixes, whole
     /// batches, creation entries against the spaces listed; exit 5 when
@@ -297,6 +305,7 @@ fn main() -> ExitCode {
         Command::VerifyAdmission(args) => declare::run_verify_admission(args, common),
         Command::Apply(args) => apply::run_apply(args, common),
         Command::VerifyApplication(args) => apply::run_verify_application(args, common),
+        Command::ReproduceApplication(args) => reproduce::run_reproduce_application(args, common),
         Command::VerifyExport(args) => export::run_verify_export(args, common),
     };
     match result {

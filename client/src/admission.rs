@@ -9,21 +9,23 @@ use lab_coord_auth::{
     BodyDigest, Carriage, Params, Principal, RequestFacts, SignatureOutcome,
 };
 use serde_json::Value;
+use std::borrow::Cow;
 
 /// One check of an admission and whether it held.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Check {
-    pub name: &'static str,
+    pub name: Cow<'static, str>,
     pub passed: bool,
-    /// Why it failed; empty when it held.
+    /// Why it failed; what it found when a check says more than that it
+    /// held; else empty.
     pub detail: String,
 }
 
 impl Check {
     /// The check `name`, held when `outcome` is `Ok`.
-    pub fn of(name: &'static str, outcome: Result<(), String>) -> Check {
+    pub fn of(name: impl Into<Cow<'static, str>>, outcome: Result<(), String>) -> Check {
         Check {
-            name,
+            name: name.into(),
             passed: outcome.is_ok(),
             detail: outcome.err().unwrap_or_default(),
         }

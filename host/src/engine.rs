@@ -5,9 +5,10 @@ use crate::bindings::{
     blobs, body, clock, config, crypto, ids, kv, log, runtime, services, tools, types, ServicePre,
 };
 use crate::capabilities::RequestState;
+use lab_tool_runner::compile::load_or_compile;
+pub use lab_tool_runner::compile::{start_epoch_ticker, EPOCH_TICK};
 use sha2::{Digest, Sha256};
-use std::hash::{Hash, Hasher};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::error::Context;
 use wasmtime::Result;
@@ -15,27 +16,6 @@ use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAlloc
 
 /// Largest linear memory a service instance may grow to.
 pub const MAX_INSTANCE_MEMORY: usize = 256 << 20;
-
-/// How often the engine's epoch advances: the granularity of compute limits
-/// and of a busy instance yielding its thread.
-pub const EPOCH_TICK: std::time::Duration = std::time::Duration::from_millis(10);
-
-/// Advances the engine's epoch every [`EPOCH_TICK`] for as long as the
-/// process runs.
-pub fn start_epoch_ticker(engine: &Engine) -> Result<()> {
-    let engine = engine.weak();
-    std::thread::Builder::new()
-        .name("epoch-ticker".into())
-        .spawn(move || {
-            while let Some(engine) = engine.upgrade() {
-                engine.increment_epoch();
-                drop(engine);
-                std::thread::sleep(EPOCH_TICK);
-            }
-        })
-        .context("start the epoch ticker")?;
-    Ok(())
-}
 
 /// The engine for service components, with a pool of `slots` instances,
 /// each keeping `base_memory` bytes resident between requests.
@@ -111,60 +91,6 @@ fn compile_cached(
     cache: Option<&Path>,
 ) -> Result<Component> {
     load_or_compile(engine, wasm, digest, cache).map(|(component, _)| component)
-}
-
-/// Where a compiled component came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Compiled {
-    /// Compiled now (and written to the cache, when there is one).
-    Now,
-    /// Deserialized from the cache.
-    FromCache,
-}
-
-/// Loads the compiled form of `wasm` (whose digest is `digest`) from
-/// `cache`, or compiles it and writes it there.
-///
-/// Invariant: a cache entry is named by the component's digest and the
-/// engine's compatibility hash, and published by rename, so an entry is
-/// whole and loaded only by an engine that can run it.
-pub fn load_or_compile(
-    engine: &Engine,
-    wasm: &[u8],
-    digest: &str,
-    cache: Option<&Path>,
-) -> Result<(Component, Compiled)> {
-    let Some(dir) = cache else {
-        let component = Component::new(engine, wasm).context("compile the component")?;
-        return Ok((component, Compiled::Now));
-    };
-    let path = cache_path(engine, dir, digest);
-    if path.exists() {
-        // SAFETY: the file was written by `precompile_component` of an engine
-        // with the same compatibility hash (part of its name), and the cache
-        // directory belongs to this host.
-        if let Ok(component) = unsafe { Component::deserialize_file(engine, &path) } {
-            return Ok((component, Compiled::FromCache));
-        }
-    }
-    let compiled = engine
-        .precompile_component(wasm)
-        .context("compile the component")?;
-    std::fs::create_dir_all(dir).context("create the compile cache")?;
-    let staging = path.with_extension(format!("{}.tmp", std::process::id()));
-    std::fs::write(&staging, &compiled).context("write the compile cache")?;
-    std::fs::rename(&staging, &path).context("publish the compile cache entry")?;
-    // SAFETY: produced just above by this engine.
-    let component = unsafe { Component::deserialize(engine, &compiled) }
-        .context("load the compiled component")?;
-    Ok((component, Compiled::Now))
-}
-
-pub fn cache_path(engine: &Engine, dir: &Path, digest: &str) -> PathBuf {
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    engine.precompile_compatibility_hash().hash(&mut hasher);
-    let hex = digest.trim_start_matches("sha256:");
-    dir.join(format!("{}-{:016x}.cwasm", &hex[..32], hasher.finish()))
 }
 
 #[cfg(test)]

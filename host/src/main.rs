@@ -326,7 +326,7 @@ fn tool_runner(
         cache,
         blob_cap: settings.blob_cap,
     };
-    let mut runner = tools::Runner::new(runner_settings, Arc::clone(blobs))?;
+    let mut runner = tools::runner(runner_settings, blobs)?;
     for tool in &coord.tools {
         let wasm = read_blob(blobs, &tool.component, tool.size)
             .with_context(|| format!("--coord-tool `{}`: read its component", tool.spec))?;

@@ -13,6 +13,9 @@ use lab_guest::exports::lab::platform::handler::{BodyPart, VerifiedRelay};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
+/// Largest release description read to find its executable.
+const MAX_DESCRIPTION: usize = 1 << 20;
+
 /// Body reads when a body must be hashed here rather than retained.
 const HASH_CHUNK: u32 = 1 << 20;
 
@@ -93,6 +96,7 @@ pub fn fetch(call: &mut Call<'_>) -> Result<Reply, Refusal> {
     let declared = || match layout::classify(&path) {
         Position::Declarations => declarations::names(&space, &wanted),
         Position::Application => super::apply::names(&space, &wanted),
+        Position::Release => names_executable(&space, &wanted),
         _ => Ok(false),
     };
     if !names(&space, &wanted)? && !declared()? {
@@ -129,20 +133,12 @@ pub fn fetch(call: &mut Call<'_>) -> Result<Reply, Refusal> {
 /// content fact, or as the payload hash of one of its records. (At a
 /// declarations path, envelopes and their frames are found through the
 /// declaration index instead; at an application, through its attempt and
-/// result.)
+/// result; at a release, through its description.)
 fn names(space: &journal::Space, wanted: &Hash) -> Result<bool, Refusal> {
     let b64 = base64::engine::general_purpose::STANDARD;
-    let content =
-        json!({ "predicate": b64.encode(facts::predicate_value(facts::Predicate::Content)) });
-    let (through, contents) =
-        journal::read_all_matching(space, None, content).map_err(|e| e.into_refusal("journal"))?;
-    for entry in contents {
-        let fact = entry["fact"].as_str().and_then(|f| b64.decode(f).ok());
-        if let Some(Ok(Some(facts::Fact::Content { artifact }))) = fact.map(|f| facts::decode(&f)) {
-            if artifact.bytes == *wanted {
-                return Ok(true);
-            }
-        }
+    let (through, contents) = contents(space)?;
+    if contents.iter().any(|artifact| artifact.bytes == *wanted) {
+        return Ok(true);
     }
     let records = json!({
         "predicate": b64.encode(facts::predicate_value(facts::Predicate::Record)),
@@ -151,4 +147,44 @@ fn names(space: &journal::Space, wanted: &Hash) -> Result<bool, Refusal> {
     let (_, found) = journal::read_all_matching(space, Some(through), records)
         .map_err(|e| e.into_refusal("journal"))?;
     Ok(!found.is_empty())
+}
+
+/// The artifacts of the space's `content` facts, and the cutoff read at.
+fn contents(space: &journal::Space) -> Result<(u64, Vec<facts::Artifact>), Refusal> {
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let content =
+        json!({ "predicate": b64.encode(facts::predicate_value(facts::Predicate::Content)) });
+    let (through, entries) =
+        journal::read_all_matching(space, None, content).map_err(|e| e.into_refusal("journal"))?;
+    let artifacts = entries
+        .iter()
+        .filter_map(|entry| {
+            let fact = b64.decode(entry["fact"].as_str()?).ok()?;
+            match facts::decode(&fact) {
+                Ok(Some(facts::Fact::Content { artifact })) => Some(artifact),
+                _ => None,
+            }
+        })
+        .collect();
+    Ok((through, artifacts))
+}
+
+/// Whether `wanted` is the executable of the release whose artifact space
+/// is `space`: the `executable.service_binary` of the description its
+/// content names (decision 38), so a release can be run again elsewhere.
+fn names_executable(space: &journal::Space, wanted: &Hash) -> Result<bool, Refusal> {
+    let (_, contents) = contents(space)?;
+    for artifact in contents {
+        let description = blobs::get_small(&artifact.bytes.to_string(), MAX_DESCRIPTION)
+            .map_err(|e| e.into_refusal("bytes"))?;
+        let Some(description) = description else {
+            continue;
+        };
+        let description: serde_json::Value =
+            serde_json::from_slice(&description).unwrap_or_default();
+        if description["executable"]["service_binary"].as_str() == Some(&wanted.to_string()) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }

@@ -1,10 +1,10 @@
 //! The store data of one run and the host side of the tool world's
-//! imports: inputs read from committed blobs, outputs streamed into staging
-//! blobs, log lines, and the effects.
+//! imports: inputs read from committed bytes, outputs streamed into the
+//! sink's writers, log lines, and the effects.
 
-use super::bindings::lab::tool::{clock, inputs, log, outputs, random};
-use super::limits::{Limit, RunMemory};
-use crate::blobstore::{BlobReader, BlobStore, BlobWriter, WriteError};
+use crate::bindings::lab::tool::{clock, inputs, log, outputs, random};
+use crate::limits::{Limit, RunMemory};
+use crate::store::{InputBytes, OutputSink, OutputWriter, WriteError};
 use std::sync::Arc;
 use wasmtime::component::{Resource, ResourceTable};
 use wasmtime::Result;
@@ -20,7 +20,7 @@ const MAX_LOG_LINE: usize = 4096;
 pub struct BoundInput {
     pub role: String,
     pub type_: String,
-    pub reader: BlobReader,
+    pub reader: Box<dyn InputBytes>,
 }
 
 /// An output the run created: written, not yet named.
@@ -28,7 +28,7 @@ pub struct PendingOutput {
     pub role: String,
     pub ordinal: u32,
     pub type_: String,
-    pub writer: BlobWriter,
+    pub writer: Box<dyn OutputWriter>,
 }
 
 /// The guest's handle of an output: its index in [`RunState::outputs`].
@@ -40,7 +40,7 @@ pub struct OutputRules {
     pub roles: Arc<[String]>,
     pub max_outputs: u32,
     pub max_bytes: u64,
-    pub blobs: Arc<BlobStore>,
+    pub sink: Arc<dyn OutputSink>,
     /// The deployment's blob cap: no output is larger.
     pub blob_cap: u64,
 }
@@ -135,7 +135,7 @@ impl outputs::Host for RunState {
         }
         let ordinal = self.outputs.iter().filter(|o| o.role == role).count() as u32;
         let cap = self.rules.blob_cap.min(self.rules.max_bytes);
-        let writer = self.rules.blobs.writer(cap)?;
+        let writer = self.rules.sink.writer(cap)?;
         self.outputs.push(PendingOutput {
             role,
             ordinal,
@@ -215,7 +215,15 @@ impl clock::Host for RunState {
 impl random::Host for RunState {
     async fn bytes(&mut self, n: u8) -> Result<Vec<u8>> {
         let mut bytes = vec![0u8; usize::from(n)];
-        crate::blobstore::getrandom(&mut bytes);
+        getrandom(&mut bytes);
         Ok(bytes)
     }
+}
+
+/// Fills `buf` from the kernel's random source.
+pub fn getrandom(buf: &mut [u8]) {
+    use std::io::Read;
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(buf))
+        .expect("the kernel's random source is readable");
 }

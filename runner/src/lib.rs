@@ -1,10 +1,14 @@
 //! The tool sandbox: runs of configured releases (`contracts/coordination/TOOLS.md`,
-//! design.md "Tool runs").
+//! design.md "Tool runs"). `labd` runs releases with it for the
+//! coordination service; `labctl reproduce-application` runs an attested
+//! release with it locally, so both get the same sandbox.
 //!
 //! - [`release`]: what a release's description grants, and the check of
 //!   its component's imports;
 //! - [`limits`]: per-run limits and the memory limiter;
 //! - [`run`]: the store data of a run and the tool world's host side;
+//! - [`store`]: where inputs come from and outputs go;
+//! - [`compile`]: compiled components, cached on disk, and the epoch;
 //! - [`bindings`]: the host bindings of `wit/tool/`.
 //!
 //! A release is compiled once, at configuration, on the runner's own engine
@@ -13,18 +17,23 @@
 //! in a fresh store.
 
 pub mod bindings;
+pub mod compile;
 pub mod limits;
 pub mod release;
 pub mod run;
+pub mod store;
 #[cfg(test)]
 mod tests;
 
 pub use limits::{Limit, RunLimits};
 pub use release::{Effect, ReleaseError, ReleaseTerms};
+pub use run::getrandom;
+pub use store::{
+    Digest32, InputBytes, InputSource, MemoryStore, OutputSink, OutputWriter, WriteError,
+};
 
-use crate::blobstore::{BlobStore, Digest32};
-use crate::engine::{self, Compiled};
 use bindings::ToolWithEffectsPre;
+use compile::Compiled;
 use limits::RunMemory;
 use run::{BoundInput, OutputRules, RunState};
 use sha2::{Digest, Sha256};
@@ -64,7 +73,7 @@ struct Release {
     digest: Arc<str>,
 }
 
-/// An input of a run: a committed blob bound to a role.
+/// An input of a run: committed bytes bound to a role.
 #[derive(Debug, Clone)]
 pub struct RunInput {
     pub role: String,
@@ -109,7 +118,7 @@ pub struct RunReport {
 #[derive(Debug)]
 pub enum RunError {
     UnknownRelease,
-    /// The role whose blob is absent.
+    /// The role whose bytes are absent.
     MissingInput(String),
     /// Every slot stayed busy for the deployment's wait.
     Unavailable,
@@ -144,22 +153,38 @@ pub struct Runner {
     releases: HashMap<String, Release>,
     settings: RunnerSettings,
     slots: Semaphore,
-    blobs: Arc<BlobStore>,
+    inputs: Arc<dyn InputSource>,
+    outputs: Arc<dyn OutputSink>,
     pub cache_counts: CacheCounts,
     /// Runs that got a slot and were started.
     pub runs: AtomicU64,
 }
 
 impl Runner {
-    /// A runner with no release yet; its engine's epoch ticks from now on.
-    pub fn new(settings: RunnerSettings, blobs: Arc<BlobStore>) -> wasmtime::Result<Runner> {
+    /// The engine releases are compiled for.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Run slots free now.
+    pub fn free_slots(&self) -> usize {
+        self.slots.available_permits()
+    }
+
+    /// A runner with no release yet, reading inputs from `inputs` and
+    /// writing outputs to `outputs`; its engine's epoch ticks from now on.
+    pub fn new(
+        settings: RunnerSettings,
+        inputs: Arc<dyn InputSource>,
+        outputs: Arc<dyn OutputSink>,
+    ) -> wasmtime::Result<Runner> {
         let mut config = Config::new();
         config
             .wasm_component_model(true)
             .consume_fuel(true)
             .epoch_interruption(true);
         let engine = Engine::new(&config).context("create the tool engine")?;
-        engine::start_epoch_ticker(&engine)?;
+        compile::start_epoch_ticker(&engine)?;
         let mut linker = Linker::new(&engine);
         type Own = HasSelf<RunState>;
         use bindings::lab::tool::{clock, inputs, log, outputs, random};
@@ -176,7 +201,8 @@ impl Runner {
             releases: HashMap::new(),
             slots: Semaphore::new(settings.concurrent as usize),
             settings,
-            blobs,
+            inputs,
+            outputs,
             cache_counts: CacheCounts::default(),
             runs: AtomicU64::new(0),
         })
@@ -191,7 +217,7 @@ impl Runner {
         let digest = format!("sha256:{}", hex::encode(Sha256::digest(wasm)));
         let component_error = |e: wasmtime::Error| ReleaseError::Component(format!("{e:#}"));
         let (component, compiled) =
-            engine::load_or_compile(&self.engine, wasm, &digest, self.settings.cache.as_deref())
+            compile::load_or_compile(&self.engine, wasm, &digest, self.settings.cache.as_deref())
                 .map_err(component_error)?;
         let counter = match compiled {
             Compiled::Now => &self.cache_counts.compiled,
@@ -226,8 +252,8 @@ impl Runner {
         let mut bound = Vec::with_capacity(inputs.len());
         for input in inputs {
             let reader = self
-                .blobs
-                .open_blob(&input.blob)
+                .inputs
+                .open(&input.blob)
                 .map_err(|e| RunError::Host(format!("open the input `{}`: {e}", input.role)))?
                 .ok_or_else(|| RunError::MissingInput(input.role.clone()))?;
             bound.push(BoundInput {
@@ -247,7 +273,7 @@ impl Runner {
             roles: Arc::clone(&release.output_roles),
             max_outputs: limits.outputs,
             max_bytes: limits.output_bytes,
-            blobs: Arc::clone(&self.blobs),
+            sink: Arc::clone(&self.outputs),
             blob_cap: self.settings.blob_cap,
         };
         let state = RunState::new(

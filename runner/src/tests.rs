@@ -1,8 +1,7 @@
 //! The runner driven directly: the test releases of `components/tool-*`,
-//! built by `host/build.rs`, under every limit.
+//! built by `host/build.rs`, under every limit, on a [`MemoryStore`].
 
 use super::*;
-use crate::blobstore::random_16;
 use std::path::Path;
 
 /// Compiled releases shared by every test: each is compiled once.
@@ -42,8 +41,7 @@ fn limits() -> RunLimits {
 }
 
 struct Fixture {
-    dir: PathBuf,
-    blobs: Arc<BlobStore>,
+    store: MemoryStore,
     runner: Runner,
     upper: String,
     hostile: String,
@@ -51,13 +49,11 @@ struct Fixture {
 
 impl Fixture {
     fn new(limits: RunLimits, concurrent: u32) -> Fixture {
-        let dir = std::env::temp_dir().join(format!("tools-{}", hex::encode(random_16())));
-        let blobs = Arc::new(BlobStore::open(&dir.join("blobs")).unwrap());
-        let mut runner = Runner::new(
+        let store = MemoryStore::default();
+        let mut runner = runner(
             settings(limits, concurrent, vec![], Some(shared_cache())),
-            Arc::clone(&blobs),
-        )
-        .unwrap();
+            &store,
+        );
         let upper = runner
             .configure(
                 &description(&["text"], &["text"], &[], &[]),
@@ -71,8 +67,7 @@ impl Fixture {
             )
             .unwrap();
         Fixture {
-            dir,
-            blobs,
+            store,
             runner,
             upper,
             hostile,
@@ -80,29 +75,16 @@ impl Fixture {
     }
 
     fn put(&self, bytes: &[u8]) -> Digest32 {
-        let mut writer = self.blobs.writer(1 << 30).unwrap();
-        writer.write(bytes).unwrap();
-        writer.commit().unwrap().0
+        self.store.put(bytes)
     }
 
     fn read(&self, digest: &Digest32) -> Vec<u8> {
-        let reader = self
-            .blobs
-            .open_blob(digest)
-            .unwrap()
-            .expect("a committed blob");
-        let mut bytes = vec![0u8; reader.size() as usize];
-        reader.read_at(0, &mut bytes).unwrap();
-        bytes
+        self.store.get(digest).expect("committed bytes").to_vec()
     }
 
-    /// Committed blobs and staging files.
+    /// Committed blobs and outputs still being written.
     fn files(&self) -> (usize, usize) {
-        let committed = walk(&self.dir.join("blobs/sha256"));
-        let staging = std::fs::read_dir(self.dir.join("blobs/staging"))
-            .unwrap()
-            .count();
-        (committed, staging)
+        (self.store.len(), self.store.open_writers())
     }
 
     async fn hostile(&self, recipe: &str) -> RunReport {
@@ -140,7 +122,7 @@ impl Fixture {
     }
 
     /// A hostile run ends `failed` with `reason`, names nothing, leaves no
-    /// staging file, and the next run completes.
+    /// output still being written, and the next run completes.
     async fn fails_cleanly(&self, recipe: &str, reason: &str) -> RunReport {
         let before = self.files();
         let report = self.hostile(recipe).await;
@@ -155,24 +137,10 @@ impl Fixture {
     }
 }
 
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn walk(dir: &Path) -> usize {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| {
-            let e = e.unwrap();
-            if e.file_type().unwrap().is_dir() {
-                walk(&e.path())
-            } else {
-                1
-            }
-        })
-        .sum()
+/// A runner reading from and writing to `store`.
+fn runner(settings: RunnerSettings, store: &MemoryStore) -> Runner {
+    let store = Arc::new(store.clone());
+    Runner::new(settings, store.clone(), store).unwrap()
 }
 
 fn settings(
@@ -306,7 +274,7 @@ async fn a_run_past_the_concurrent_runs_waits_then_is_refused() {
         let fixture = Arc::clone(&fixture);
         tokio::spawn(async move { fixture.hostile("loop").await })
     };
-    while fixture.runner.slots.available_permits() > 0 {
+    while fixture.runner.free_slots() > 0 {
         tokio::task::yield_now().await;
     }
     let refused = fixture
@@ -351,16 +319,11 @@ async fn unknown_releases_and_absent_inputs_are_no_run() {
 }
 
 fn configure(allowed: &[Effect], description: &str, release: &str) -> Result<String, ReleaseError> {
-    let dir = std::env::temp_dir().join(format!("tools-{}", hex::encode(random_16())));
-    let blobs = Arc::new(BlobStore::open(&dir.join("blobs")).unwrap());
-    let mut runner = Runner::new(
+    let mut runner = runner(
         settings(limits(), 1, allowed.to_vec(), Some(shared_cache())),
-        blobs,
-    )
-    .unwrap();
-    let result = runner.configure(description, &release_wasm(release));
-    let _ = std::fs::remove_dir_all(dir);
-    result
+        &MemoryStore::default(),
+    );
+    runner.configure(description, &release_wasm(release))
 }
 
 #[test]
@@ -409,13 +372,10 @@ fn an_effect_is_granted_only_by_declaration_and_deployment() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_declared_and_allowed_effect_is_linked() {
-    let dir = std::env::temp_dir().join(format!("tools-{}", hex::encode(random_16())));
-    let blobs = Arc::new(BlobStore::open(&dir.join("blobs")).unwrap());
-    let mut runner = Runner::new(
+    let mut runner = runner(
         settings(limits(), 1, Effect::ALL.to_vec(), Some(shared_cache())),
-        blobs,
-    )
-    .unwrap();
+        &MemoryStore::default(),
+    );
     let release = runner
         .configure(
             &description(&[], &["out"], &["clock", "random"], &[]),
@@ -427,32 +387,28 @@ async fn a_declared_and_allowed_effect_is_linked() {
         panic!("{report:?}");
     };
     assert_eq!(outputs.len(), 1);
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
 fn a_second_start_loads_the_compiled_release_from_the_cache() {
-    let dir = std::env::temp_dir().join(format!("tools-{}", hex::encode(random_16())));
-    let blobs = Arc::new(BlobStore::open(&dir.join("blobs")).unwrap());
+    let mut nonce = [0u8; 16];
+    getrandom(&mut nonce);
+    let dir = std::env::temp_dir().join(format!("tools-{}", hex::encode(nonce)));
+    let store = MemoryStore::default();
     let cache = dir.join("cache");
     let wasm = release_wasm("upper");
     let describe = description(&["text"], &["text"], &[], &[]);
 
-    let mut first = Runner::new(
-        settings(limits(), 1, vec![], Some(cache.clone())),
-        Arc::clone(&blobs),
-    )
-    .unwrap();
+    let mut first = runner(settings(limits(), 1, vec![], Some(cache.clone())), &store);
     let digest = first.configure(&describe, &wasm).unwrap();
     assert_eq!(first.cache_counts.compiled.load(Ordering::Relaxed), 1);
     assert_eq!(first.cache_counts.from_cache.load(Ordering::Relaxed), 0);
-    let entry = engine::cache_path(&first.engine, &cache, &digest);
+    let entry = compile::cache_path(first.engine(), &cache, &digest);
     let written = std::fs::metadata(&entry).unwrap().modified().unwrap();
     drop(first);
 
     // A new engine, as at the next start.
-    let mut second =
-        Runner::new(settings(limits(), 1, vec![], Some(cache.clone())), blobs).unwrap();
+    let mut second = runner(settings(limits(), 1, vec![], Some(cache.clone())), &store);
     assert_eq!(second.configure(&describe, &wasm).unwrap(), digest);
     assert_eq!(second.cache_counts.compiled.load(Ordering::Relaxed), 0);
     assert_eq!(second.cache_counts.from_cache.load(Ordering::Relaxed), 1);

@@ -6,6 +6,6 @@ wasmtime::component::bindgen!({
     imports: { default: async | trappable },
     exports: { default: async },
     with: {
-        "lab:tool/outputs.output": crate::tools::run::OutputSlot,
+        "lab:tool/outputs.output": crate::run::OutputSlot,
     },
 });
