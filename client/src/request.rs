@@ -9,9 +9,11 @@
 //! query cannot carry an empty array, and absent is what the service
 //! rebuilds from it).
 
-use lab_coord_auth::{sign_request, Carriage, Grant, ParamValue, Params, SignError, SigningKey};
+use lab_coord_auth::{
+    canonical_json, sign_request, Carriage, Grant, ParamValue, Params, SignError, SigningKey,
+};
 
-use crate::error::BuildError;
+use crate::error::{BuildError, EnvelopeError};
 use crate::table::{self, BodyKind, Operation, ParamKind};
 
 /// A request being assembled. Parameters and body are checked against the
@@ -231,6 +233,43 @@ impl Built {
             audience,
         )?;
         Ok(Carriage::new(proof, grants))
+    }
+}
+
+/// The socket binding (`WS.md`): the same request as a call envelope.
+impl Built {
+    /// This request with its body replaced by the body's RFC 8785 text, the
+    /// bytes the socket's signing record covers (WS.md decision 10); sign
+    /// the result with [`Built::carriage`] for [`Built::envelope`]. A body
+    /// already canonical is unchanged, and then one proof would hold on
+    /// either binding. An error: the body is not JSON.
+    pub fn canonical(mut self) -> Result<Built, serde_json::Error> {
+        if !self.body.is_empty() {
+            let body: serde_json::Value = serde_json::from_slice(&self.body)?;
+            self.body = canonical_json(&body);
+        }
+        Ok(self)
+    }
+
+    /// The call envelope (`SocketCall.schema.json`): `id`, `op`, `params`
+    /// typed per table (a path as an array of strings), the body as a JSON
+    /// member when there is one, and `carriage` as `auth`.
+    pub fn envelope(
+        &self,
+        id: &str,
+        carriage: &Carriage,
+    ) -> Result<serde_json::Value, EnvelopeError> {
+        let mut envelope = serde_json::json!({
+            "id": id,
+            "op": self.operation.name,
+            "params": self.params.to_json().map_err(EnvelopeError::Record)?,
+            "auth": carriage.to_json(),
+        });
+        if !self.body.is_empty() {
+            let body = serde_json::from_slice(&self.body).map_err(EnvelopeError::Body)?;
+            envelope["body"] = body;
+        }
+        Ok(envelope)
     }
 }
 
