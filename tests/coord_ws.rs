@@ -90,15 +90,12 @@ fn the_upgrade_and_every_close_code() {
     ws.socket
         .send(Message::Ping(b"hi".to_vec().into()))
         .unwrap();
-    loop {
-        match ws.socket.read().unwrap() {
-            Message::Pong(payload) => {
-                assert_eq!(&payload[..], b"hi");
-                break;
-            }
-            other => panic!("expected a pong, got {other:?}"),
-        }
+    match ws.socket.read().unwrap() {
+        Message::Pong(payload) => assert_eq!(&payload[..], b"hi"),
+        other => panic!("expected a pong, got {other:?}"),
     }
+    ws.send_text(r#"{"id":"after-ping","op":"children"}"#);
+    assert_eq!(error_of(&ws.reply(), "after-ping").0, "unverified");
 }
 
 #[test]
@@ -602,4 +599,24 @@ fn the_frame_budget_holds_back_one_connection_only() {
     let second = held.reply();
     assert_eq!(second["id"], "after", "{second}");
     assert_eq!(second["status"], "ok", "{second}");
+}
+
+/// A socket keeps its place in the listener's connection limit: with one
+/// connection allowed, another client is refused while the socket is open
+/// and served once it closed.
+#[test]
+fn a_socket_counts_against_the_connection_limit() {
+    let (_labd, coord) = start("ws-connections", &["--max-connections", "1"]);
+    let mut ws = coord.socket();
+    ws.send_text(r#"{"id":"held","op":"children"}"#);
+    assert_eq!(error_of(&ws.reply(), "held").0, "unverified");
+    let refused = coord.client.get("/livez");
+    refused.assert_error(503, "unavailable");
+    assert!(refused.header("retry-after").is_some());
+    ws.socket.close(None).unwrap();
+    assert!(matches!(ws.next(), Message::Close(_)));
+    drop(ws);
+    support::eventually("the socket's place is free again", || {
+        coord.client.get("/livez").status == 200
+    });
 }
