@@ -563,13 +563,14 @@ fn in_flight_limits_and_shutdown() {
 /// finish; other connections are still served.
 #[test]
 fn the_frame_budget_holds_back_one_connection_only() {
+    let budget = 5_000;
     let (labd, coord) = start_with_hostile(
         "ws-budget",
         &[
             "--socket-frame-budget-bytes",
-            "4096",
+            "5000",
             "--tool-wall-ms",
-            "3000",
+            "5000",
         ],
     );
     let admin = coord.admin();
@@ -581,24 +582,43 @@ fn the_frame_budget_holds_back_one_connection_only() {
         text.push_str(&" ".repeat(size - text.len()));
         text
     };
+    let app = Req::read("entries").path("projects/alpha/applications/run-1");
     let mut held = coord.socket();
     held.send_text(&padded(
         coord.envelope(&admin, &looping("run-1"), "loop"),
         3000,
     ));
     support::eventually("the looping run started", || runs(&labd) >= 1);
-    // 3,000 + 3,000 bytes do not fit in 4,096: this frame waits, unread.
+    let running = coord.ok(&admin, &app, 200)["entries"]
+        .as_array()
+        .unwrap()
+        .len();
+    // 3,000 + 3,000 bytes do not fit in 5,000: this frame waits, unread.
     held.send_text(&padded(coord.envelope(&admin, &resolve, "after"), 3000));
-    // Another client's small frame fits, and is served at once.
+    // Another client's smaller frame fits, and is served while the
+    // looping run still holds its 3,000 bytes.
     let mut other = coord.socket();
-    let reply = coord.call(&mut other, &admin, &resolve);
+    let small = coord.envelope(&admin, &resolve, "small");
+    assert!(small.to_string().len() + 3000 <= budget);
+    other.send_json(&small);
+    let reply = other.reply();
     assert_eq!(reply["status"], "ok", "{reply}");
+    let entries = coord.ok(&admin, &app, 200)["entries"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert_eq!(entries, running, "the looping run is still running");
     // The held connection's call is answered only after the looping one.
     let first = held.reply();
     assert_eq!(first["id"], "loop", "{first}");
     let second = held.reply();
     assert_eq!(second["id"], "after", "{second}");
     assert_eq!(second["status"], "ok", "{second}");
+    let done = coord.ok(&admin, &app, 200)["entries"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert!(done > running, "the looping run completed");
 }
 
 /// A socket keeps its place in the listener's connection limit: with one
