@@ -43,6 +43,9 @@ pub const MAX_ID_CHARS: usize = 128;
 pub const REPLY_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Calls in flight at shutdown get this long to finish.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// The read buffer's size: tungstenite's default (128 KiB) would be held
+/// by every idle socket; larger frames grow it as they arrive.
+const READ_BUFFER: usize = 8 << 10;
 /// Frames queued for the writer before the reader waits for it.
 const OUTGOING_DEPTH: usize = 64;
 /// After the service closes for a frame it refused, how long it keeps
@@ -79,6 +82,7 @@ pub async fn serve(
     offered: bool,
 ) {
     let config = WebSocketConfig::default()
+        .read_buffer_size(READ_BUFFER)
         .max_message_size(Some(MAX_FRAME))
         .max_frame_size(Some(MAX_FRAME));
     let socket =
