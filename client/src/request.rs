@@ -362,6 +362,30 @@ mod tests {
         assert_eq!(b.query(), "?path=a&after=-1");
     }
 
+    /// The socket envelope carries the signed parameters typed per table
+    /// and the body whose canonical text the proof covers.
+    #[test]
+    fn the_socket_envelope() {
+        let key = SigningKey::from_bytes(&[3; 32]);
+        let b = built(req("publish").body(&br#"{ "z": 1, "a": "\u00e9" }"#[..]))
+            .canonical()
+            .unwrap();
+        assert_eq!(b.body, "{\"a\":\"é\",\"z\":1}".as_bytes());
+        let carriage = b
+            .carriage(&key, Vec::new(), &"n".repeat(22), 5, "http://x")
+            .unwrap();
+        let envelope = b.envelope("c-1", &carriage).unwrap();
+        assert_eq!(envelope["id"], "c-1");
+        assert_eq!(envelope["op"], "publish");
+        assert_eq!(envelope["params"], json!({}));
+        assert_eq!(envelope["body"], json!({"a": "é", "z": 1}));
+        assert_eq!(envelope["auth"], carriage.to_json());
+        let b = built(req("entries").path(["p", "a"]).int("limit", 2));
+        let envelope = b.envelope("c-2", &carriage).unwrap();
+        assert_eq!(envelope["params"], json!({"path": ["p", "a"], "limit": 2}));
+        assert!(envelope.get("body").is_none());
+    }
+
     #[test]
     fn bodies_and_their_content_types() {
         let b = built(
