@@ -34,9 +34,10 @@ pub struct Sockets {
 }
 
 impl Sockets {
-    pub fn new(budget_bytes: u64) -> Arc<Sockets> {
+    /// `hub`: the process's subscription hub, which every socket joins.
+    pub fn new(hub: Arc<Hub>, budget_bytes: u64) -> Arc<Sockets> {
         Arc::new(Sockets {
-            hub: Arc::new(Hub::default()),
+            hub,
             budget: Arc::new(FrameBudget {
                 total: budget_bytes,
                 used: Mutex::new(0),
