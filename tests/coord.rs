@@ -1051,13 +1051,14 @@ fn provisioning_workers_campaigns_and_assignments() {
 }
 
 #[test]
-fn part_two_operations_are_not_implemented_yet() {
+fn part_two_operations_are_served() {
     let (_labd, coord) = start("coord-part-two");
     // `apply` is served: without a carriage it is unverified, not missing.
     let response = coord.client.post_json("/v1/applications", "{}");
     response.assert_error(401, "unverified");
-    let socket = coord.client.get("/v1/ws");
-    socket.assert_error(500, "not_implemented");
+    // So is the socket: a GET that is no upgrade is refused as such
+    // (`coord_ws` covers the binding).
+    coord.client.get("/v1/ws").assert_error(400, "invalid");
 }
 
 #[test]

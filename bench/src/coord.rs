@@ -314,7 +314,7 @@ fn nonce(prefix: u64, n: u64) -> String {
 }
 
 /// The seed of an `ed25519-secret:<64 hex>` key file.
-fn secret_key(text: &str) -> Result<[u8; 32]> {
+pub(crate) fn secret_key(text: &str) -> Result<[u8; 32]> {
     let hex = text
         .trim()
         .strip_prefix("ed25519-secret:")
@@ -470,7 +470,7 @@ async fn once(addr: SocketAddr, request: &[u8], want: u16) -> Result<Value> {
 }
 
 /// The world of the coordination service at `addr`, from `GET /healthz`.
-async fn world(addr: SocketAddr) -> Result<String> {
+pub(crate) async fn world(addr: SocketAddr) -> Result<String> {
     let health = journal::healthz(addr, "coord").await?;
     health["identity"]["world"]
         .as_str()

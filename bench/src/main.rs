@@ -11,6 +11,8 @@
 //! - [`coord`]: signed publishes and reads of the coordination service,
 //!   against the journal operations underneath them and the verifier's own
 //!   cost.
+//! - [`socket`]: signed calls over the coordination service's socket
+//!   against the same over HTTP, and the memory of an idle socket.
 //! - [`tools`]: the start-up cost of a tool run, against a request that
 //!   runs nothing.
 //! - [`validator`]: the JSON Schema validator release's throughput in the
@@ -27,6 +29,7 @@ mod labd;
 mod lmdb;
 mod measure;
 mod native;
+mod socket;
 mod tools;
 mod validator;
 
@@ -59,6 +62,7 @@ enum Service {
     Bytes,
     Journal,
     Coord,
+    Socket,
     Tools,
 }
 
@@ -134,6 +138,15 @@ fn main() -> Result<()> {
             }
             if selected(Service::Journal) {
                 rows.extend(journal::run(journal, scratch, threads).await?);
+            }
+            if selected(Service::Socket) {
+                let target = coord::Target {
+                    operations: coord.operations,
+                    journal: coord.journal,
+                    pid: coord.pid,
+                    data_dir: coord.data_dir.clone(),
+                };
+                rows.extend(socket::run(target, rps_time).await?);
             }
             if selected(Service::Coord) {
                 rows.extend(coord::run(coord, threads).await?);

@@ -65,3 +65,23 @@ impl fmt::Display for BuildError {
 }
 
 impl std::error::Error for BuildError {}
+
+/// Why a built request has no socket envelope.
+#[derive(Debug)]
+pub enum EnvelopeError {
+    /// An integer parameter beyond 2^53 - 1.
+    Record(lab_coord_auth::RecordError),
+    /// The body is not JSON.
+    Body(serde_json::Error),
+}
+
+impl fmt::Display for EnvelopeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EnvelopeError::Record(e) => write!(f, "the parameters: {e}"),
+            EnvelopeError::Body(e) => write!(f, "the body is not JSON: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for EnvelopeError {}

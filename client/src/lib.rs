@@ -9,6 +9,8 @@
 //!   the signing record from the query it receives.
 //! - [`Built::carriage`]: a key, its grants, a nonce, a timestamp and an
 //!   audience sign a built request into the `Svc-Auth` carriage.
+//! - [`Built::canonical`] and [`Built::envelope`]: the same request as a
+//!   socket call envelope (`WS.md`), signed over its canonical body.
 //!
 //! - [`admission`]: offline verification of a declaration's admission.
 //! - [`attestation`]: offline verification of an application.
@@ -25,7 +27,7 @@ pub mod table;
 
 pub use crate::admission::{verify_admission, Check};
 pub use crate::attestation::verify_application;
-pub use crate::error::BuildError;
+pub use crate::error::{BuildError, EnvelopeError};
 pub use crate::export::verify_export;
 pub use crate::request::{percent_encode, Built, Request};
 pub use crate::table::{find, Answer, BodyKind, Operation, ParamKind, ParamSpec, OPERATIONS};

@@ -9,9 +9,11 @@
 //! query cannot carry an empty array, and absent is what the service
 //! rebuilds from it).
 
-use lab_coord_auth::{sign_request, Carriage, Grant, ParamValue, Params, SignError, SigningKey};
+use lab_coord_auth::{
+    canonical_json, sign_request, Carriage, Grant, ParamValue, Params, SignError, SigningKey,
+};
 
-use crate::error::BuildError;
+use crate::error::{BuildError, EnvelopeError};
 use crate::table::{self, BodyKind, Operation, ParamKind};
 
 /// A request being assembled. Parameters and body are checked against the
@@ -234,6 +236,43 @@ impl Built {
     }
 }
 
+/// The socket binding (`WS.md`): the same request as a call envelope.
+impl Built {
+    /// This request with its body replaced by the body's RFC 8785 text, the
+    /// bytes the socket's signing record covers (WS.md decision 10); sign
+    /// the result with [`Built::carriage`] for [`Built::envelope`]. A body
+    /// already canonical is unchanged, and then one proof would hold on
+    /// either binding. An error: the body is not JSON.
+    pub fn canonical(mut self) -> Result<Built, serde_json::Error> {
+        if !self.body.is_empty() {
+            let body: serde_json::Value = serde_json::from_slice(&self.body)?;
+            self.body = canonical_json(&body);
+        }
+        Ok(self)
+    }
+
+    /// The call envelope (`SocketCall.schema.json`): `id`, `op`, `params`
+    /// typed per table (a path as an array of strings), the body as a JSON
+    /// member when there is one, and `carriage` as `auth`.
+    pub fn envelope(
+        &self,
+        id: &str,
+        carriage: &Carriage,
+    ) -> Result<serde_json::Value, EnvelopeError> {
+        let mut envelope = serde_json::json!({
+            "id": id,
+            "op": self.operation.name,
+            "params": self.params.to_json().map_err(EnvelopeError::Record)?,
+            "auth": carriage.to_json(),
+        });
+        if !self.body.is_empty() {
+            let body = serde_json::from_slice(&self.body).map_err(EnvelopeError::Body)?;
+            envelope["body"] = body;
+        }
+        Ok(envelope)
+    }
+}
+
 /// Percent-encodes every byte of `text`'s UTF-8 outside the unreserved
 /// characters `A-Z a-z 0-9 - . _ ~`, as `%XX` with upper-case hex.
 pub fn percent_encode(text: &str) -> String {
@@ -321,6 +360,30 @@ mod tests {
         );
         let b = built(req("entries").path(["a"]).int("after", -1));
         assert_eq!(b.query(), "?path=a&after=-1");
+    }
+
+    /// The socket envelope carries the signed parameters typed per table
+    /// and the body whose canonical text the proof covers.
+    #[test]
+    fn the_socket_envelope() {
+        let key = SigningKey::from_bytes(&[3; 32]);
+        let b = built(req("publish").body(&br#"{ "z": 1, "a": "\u00e9" }"#[..]))
+            .canonical()
+            .unwrap();
+        assert_eq!(b.body, "{\"a\":\"é\",\"z\":1}".as_bytes());
+        let carriage = b
+            .carriage(&key, Vec::new(), &"n".repeat(22), 5, "http://x")
+            .unwrap();
+        let envelope = b.envelope("c-1", &carriage).unwrap();
+        assert_eq!(envelope["id"], "c-1");
+        assert_eq!(envelope["op"], "publish");
+        assert_eq!(envelope["params"], json!({}));
+        assert_eq!(envelope["body"], json!({"a": "é", "z": 1}));
+        assert_eq!(envelope["auth"], carriage.to_json());
+        let b = built(req("entries").path(["p", "a"]).int("limit", 2));
+        let envelope = b.envelope("c-2", &carriage).unwrap();
+        assert_eq!(envelope["params"], json!({"path": ["p", "a"], "limit": 2}));
+        assert!(envelope.get("body").is_none());
     }
 
     #[test]

@@ -16,6 +16,8 @@
 //! - [`tools`]: the sandbox that runs the coordination service's tool
 //!   releases.
 //! - [`server`]: listeners and graceful shutdown.
+//! - [`socket`]: the socket binding (`GET /v1/ws`) of a component that
+//!   exports `socket`; [`events`]: the subscription hub of its connections.
 //! - [`management`], [`metrics`]: the management listener.
 
 mod bindings;
@@ -25,6 +27,7 @@ mod capabilities;
 mod coord;
 mod dispatch;
 mod engine;
+mod events;
 mod keys;
 mod kv;
 mod management;
@@ -36,6 +39,7 @@ mod remote;
 mod server;
 mod service;
 mod settings;
+mod socket;
 mod tools;
 
 mod components {
@@ -263,14 +267,27 @@ async fn run(settings: Settings) -> Result<()> {
 
     let (stop, stopped) = watch::channel(false);
     let grace = Duration::from_secs(settings.shutdown_grace);
+    let hub = Arc::new(events::Hub::default());
+    let sockets = socket::Sockets::new(hub, settings.socket_frame_budget_bytes);
     let mut servers = Vec::new();
     for (service, operations, management_listener) in listeners {
         let operations_service = Arc::clone(&service);
+        let sockets = Arc::clone(&sockets);
         let refusing_service = Arc::clone(&service);
         let refusal = move || dispatch::unavailable(&refusing_service, "too many connections");
         servers.push(tokio::spawn(server::serve(
             operations,
-            move |request| dispatch::serve(Arc::clone(&operations_service), request),
+            move |request| {
+                let service = Arc::clone(&operations_service);
+                let sockets = Arc::clone(&sockets);
+                async move {
+                    if socket::is_for(&service, &request) {
+                        Ok(socket::answer(service, sockets, request))
+                    } else {
+                        dispatch::serve(service, request).await
+                    }
+                }
+            },
             refusal.clone(),
             listener_limits,
             stopped.clone(),

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 use tokio::sync::{Semaphore, SemaphorePermit};
-use wasmtime::component::Linker;
+use wasmtime::component::{ComponentExportIndex, Linker};
 use wasmtime::error::Context;
 use wasmtime::Result;
 use wasmtime::{Engine, Store, UpdateDeadline};
@@ -29,6 +29,18 @@ pub struct Loaded {
     pub pre: ServicePre<RequestState>,
     pub digest: Arc<str>,
     pub identity: ServiceIdentity,
+    /// The component's `socket.call`, when it exports `socket`.
+    pub socket: Option<ComponentExportIndex>,
+}
+
+/// The export name of the socket interface (`wit/`, `socket`).
+const SOCKET_EXPORT: &str = "lab:platform/socket@0.1.0";
+
+/// `socket.call` of a component, when it exports the interface.
+fn socket_export(pre: &ServicePre<RequestState>) -> Option<ComponentExportIndex> {
+    let component = pre.instance_pre().component();
+    let interface = component.get_export_index(None, SOCKET_EXPORT)?;
+    component.get_export_index(Some(&interface), "call")
 }
 
 /// One service as the listeners see it.
@@ -118,6 +130,10 @@ impl std::error::Error for InstanceError {}
 pub struct Instance {
     pub store: Store<RequestState>,
     pub service: crate::bindings::Service,
+    /// The instance itself, for exports looked up by name.
+    pub instance: wasmtime::component::Instance,
+    /// Its component's `socket.call`, if any.
+    pub socket: Option<ComponentExportIndex>,
 }
 
 impl Service {
@@ -137,6 +153,7 @@ impl Service {
         let digest: Arc<str> = prepared.digest.into();
         let identity = identify_and_prepare(&engine, &env, &prepared.pre, &digest).await?;
         let loaded = Loaded {
+            socket: socket_export(&prepared.pre),
             pre: prepared.pre,
             digest,
             identity,
@@ -188,6 +205,7 @@ impl Service {
             identify_and_prepare(&self.engine, &self.env, &prepared.pre, &digest).await?;
         into_a_later_second().await;
         self.install(Loaded {
+            socket: socket_export(&prepared.pre),
             pre: prepared.pre,
             digest: Arc::clone(&digest),
             identity,
@@ -214,8 +232,9 @@ impl Service {
         let started = Instant::now();
         let nested = admission == Admission::Nested;
         let mut store = new_store(&self.engine, &self.env, Arc::clone(&loaded.digest), nested);
-        let service = loaded
+        let instance = loaded
             .pre
+            .instance_pre()
             .instantiate_async(&mut store)
             .await
             .map_err(|e| {
@@ -225,8 +244,16 @@ impl Service {
                     InstanceError::Failed(e)
                 }
             })?;
+        let service =
+            crate::bindings::Service::new(&mut store, &instance).map_err(InstanceError::Failed)?;
         self.metrics.observe_instantiation(started.elapsed());
-        Ok((Instance { store, service }, permit))
+        let instance = Instance {
+            store,
+            service,
+            instance,
+            socket: loaded.socket,
+        };
+        Ok((instance, permit))
     }
 
     /// A permit of `pool`, waited for at most the budget's wait.

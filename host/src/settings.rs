@@ -230,6 +230,13 @@ pub struct Settings {
     #[arg(long, env = "LAB_COMPUTE_LIMIT_MS", default_value_t = 30_000)]
     pub compute_limit_ms: u64,
 
+    /// Bytes of socket frames that calls in flight may hold, across every
+    /// socket connection; past it a connection is not read from until its
+    /// calls finish (design.md, "Sockets").
+    #[arg(long, env = "LAB_SOCKET_FRAME_BUDGET_BYTES", default_value_t = 256 << 20,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub socket_frame_budget_bytes: u64,
+
     /// Seconds in-flight requests get to finish after SIGINT or SIGTERM.
     #[arg(long, env = "LAB_SHUTDOWN_GRACE", default_value_t = 30)]
     pub shutdown_grace: u64,

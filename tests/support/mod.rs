@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod coord;
+pub mod ws;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};

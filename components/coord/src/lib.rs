@@ -18,6 +18,7 @@
 //! - [`ops`]: the operations.
 //! - [`views`]: view evaluation and the retained view index.
 //! - [`operational`]: `livez`, `healthz`, `describe`, `describe/{file}`.
+//! - [`socket`]: the socket binding's calls (`WS.md`).
 
 pub mod application;
 pub mod auth;
@@ -35,6 +36,7 @@ pub mod params;
 pub mod refusal;
 pub mod request;
 pub mod reuse;
+pub mod socket;
 pub mod table;
 pub mod tools;
 pub mod views;
@@ -114,14 +116,18 @@ pub enum Reply {
     Response(Response),
 }
 
-/// One authenticated call of an operation: what every operation needs.
+/// One authenticated call of an operation: what every operation needs,
+/// whichever binding it arrived on.
 pub struct Call<'a> {
     pub op: &'static Operation,
     pub query: Query,
-    pub request: &'a Request,
+    /// The request body (HTTP), or the frame (socket, already read): only
+    /// `retain` reads it, and the socket does not carry `retain`.
     pub body: &'a IncomingBody,
     /// The JSON body as sent (empty for reads and `retain`); given up once
     /// it is decoded.
+    /// On the socket, the RFC 8785 text of the `body` member (WS.md
+    /// decision 10).
     pub json_body: Vec<u8>,
     pub settings: Settings,
     pub world: World,
@@ -220,10 +226,6 @@ fn route(request: &Request, body: &IncomingBody) -> Response {
     let Some(segments) = lab_kit::path::clean_segments(&request.path) else {
         return refuse(None, &Refusal::NotFound("no such route".into()));
     };
-    if segments[..] == ["v1", "ws"] {
-        // The socket binding lands with part 2 of the service.
-        return refuse(Some("ws"), &Refusal::NotImplemented("ws"));
-    }
     if let ["v1", rest @ ..] = &segments[..] {
         let Some(op) = table::by_route(rest) else {
             return refuse(None, &Refusal::NotFound("no such route".into()));
@@ -266,11 +268,7 @@ fn operation(
             }
             let body = read_json_body(body)?;
             // Request rule 2, with the body's size, like rule 1.
-            if op.name == "declare" && body.len() > request::MAX_DECLARE_BODY {
-                return Err(Refusal::invalid_request(
-                    "a declare body is at most 16 MiB (16,777,216 bytes)",
-                ));
-            }
+            check_declare_size(op, &body)?;
             body
         }
         BodyKind::Raw => {
@@ -283,16 +281,29 @@ fn operation(
             Vec::new()
         }
     };
+    let carriage = lab_kit::header(request, "svc-auth").ok().flatten();
+    run(op, query, body, json_body, auth::carriage(carriage))
+}
+
+/// Everything after decoding, shared by both bindings: the settings, the
+/// carriage (its decoding failure is `unverified` from here, after the
+/// parameter and body checks), the world, the proof, the handler.
+pub(crate) fn run(
+    op: &'static Operation,
+    query: Query,
+    body: &IncomingBody,
+    json_body: Vec<u8>,
+    carriage: Result<Carriage, Refusal>,
+) -> Result<Reply, Refusal> {
     let handler = match op.serve {
         Serve::Query(handler) | Serve::Json { run: handler, .. } => handler,
     };
     let settings = Settings::load()?;
-    let carriage = auth::carriage(lab_kit::header(request, "svc-auth").ok().flatten())?;
+    let carriage = carriage?;
     let world = world::world(&settings)?;
     let mut call = Call {
         op,
         query,
-        request,
         body,
         json_body,
         settings,
@@ -308,6 +319,17 @@ fn operation(
         call.authenticate()?;
     }
     handler(&mut call)
+}
+
+/// Request rule 2, with the body's size, like rule 1 (on the socket, the
+/// size of the body member's canonical text).
+pub(crate) fn check_declare_size(op: &Operation, body: &[u8]) -> Result<(), Refusal> {
+    if op.name == "declare" && body.len() > request::MAX_DECLARE_BODY {
+        return Err(Refusal::invalid_request(
+            "a declare body is at most 16 MiB (16,777,216 bytes)",
+        ));
+    }
+    Ok(())
 }
 
 /// Whether the request has a body: a declared length, or bytes to read.

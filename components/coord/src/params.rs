@@ -1,6 +1,8 @@
-//! Query parameters of the HTTP binding (request rules 5 to 7): decoded,
+//! Table parameters (request rules 5 to 7): decoded from the HTTP query
+//! string ([`parse`]) or from a socket envelope's `params` ([`from_json`]),
 //! checked against the operation's parameter list, and kept both typed and
-//! in the form the signing record covers.
+//! in the form the signing record covers. Both bindings give the same
+//! [`Query`] for the same parameters.
 //!
 //! Two stages, in the specification's order (rule 9): [`parse`] takes what
 //! the signing record needs (names, repetition, empty values, an integer's
@@ -113,6 +115,88 @@ pub fn parse(operation: &Operation, raw: Option<&str>) -> Result<Query, Refusal>
             .insert("path", ParamValue::Strings(path.clone()));
         query.has_path = true;
         query.path = path;
+    }
+    Ok(query)
+}
+
+/// Decodes a socket envelope's `params` object (`None`: absent) against
+/// `operation`'s parameter list: `string` kinds as JSON strings, `int`
+/// kinds as JSON integers, `strings` kinds as arrays of strings. An
+/// unknown name, a wrong kind, an empty string and an empty array are
+/// `invalid` naming the parameter: an empty array would sign a record no
+/// HTTP request can carry, and an absent path already selects the world.
+pub fn from_json(
+    operation: &Operation,
+    params: Option<lab_strict_json::Json>,
+) -> Result<Query, Refusal> {
+    use lab_strict_json::{Json, Number};
+    let mut query = Query::default();
+    let members = match params {
+        None => Vec::new(),
+        Some(Json::Object(object)) => object.into_members(),
+        Some(_) => {
+            return Err(Refusal::invalid(
+                "params",
+                "`params` is an object of the table parameters by name",
+            ))
+        }
+    };
+    for (name, value) in members {
+        let Some(&(_, kind, _)) = operation.params.iter().find(|(n, _, _)| *n == name) else {
+            return Err(Refusal::invalid(
+                &name,
+                format!("unknown parameter `{name}`"),
+            ));
+        };
+        let wrong_kind = |what: &str| Refusal::invalid(&name, format!("`{name}` is {what}"));
+        let value = match (kind, value) {
+            (ParamKind::Str, Json::String(text)) => ParamValue::String(text),
+            (ParamKind::Int, Json::Number(Number::Unsigned(n))) if n <= MAX_POSITION => {
+                ParamValue::Int(n as i64)
+            }
+            (ParamKind::Int, Json::Number(Number::Negative(n)))
+                if n.unsigned_abs() <= MAX_POSITION =>
+            {
+                ParamValue::Int(n)
+            }
+            (ParamKind::Int, Json::Number(Number::Unsigned(_) | Number::Negative(_))) => {
+                return Err(wrong_kind("beyond 2^53 - 1"))
+            }
+            (ParamKind::Strings, Json::Array(items)) => ParamValue::Strings(
+                items
+                    .into_iter()
+                    .map(|item| match item {
+                        Json::String(label) => Ok(label),
+                        _ => Err(wrong_kind("an array of strings")),
+                    })
+                    .collect::<Result<_, _>>()?,
+            ),
+            (ParamKind::Str, _) => return Err(wrong_kind("a string")),
+            (ParamKind::Int, _) => return Err(wrong_kind("an integer")),
+            (ParamKind::Strings, _) => return Err(wrong_kind("an array of strings")),
+        };
+        match &value {
+            ParamValue::String(text) if text.is_empty() => {
+                return Err(Refusal::invalid(&name, format!("`{name}` is empty")))
+            }
+            ParamValue::Strings(labels) => {
+                if labels.is_empty() {
+                    return Err(Refusal::invalid(&name, format!("`{name}` is empty")));
+                }
+                for label in labels {
+                    check_label(label)?;
+                }
+                query.path = labels.clone();
+                query.has_path = true;
+            }
+            _ => {}
+        }
+        query.signed.insert(name, value);
+    }
+    for (name, _, required) in operation.params {
+        if *required && query.signed.get(name).is_none() {
+            return Err(Refusal::invalid(*name, format!("`{name}` is required")));
+        }
     }
     Ok(query)
 }
@@ -326,6 +410,69 @@ mod tests {
         }
         let q = parse(op("entries"), Some("path=a&after=-9007199254740991")).unwrap();
         assert_eq!(q.signed.to_json().unwrap()["after"], -9007199254740991i64);
+    }
+
+    fn from_json_text(op: &Operation, params: &str) -> Result<Query, Refusal> {
+        from_json(op, Some(lab_strict_json::parse(params.as_bytes()).unwrap()))
+    }
+
+    /// The socket's parameters give the query the HTTP binding gives.
+    #[test]
+    fn socket_params_match_the_query_string() {
+        let socket = from_json_text(
+            op("entries"),
+            r#"{"path":["a b","é"],"limit":5,"after":-3}"#,
+        )
+        .unwrap();
+        let http = parse(
+            op("entries"),
+            Some("path=a%20b&path=%C3%A9&limit=5&after=-3"),
+        )
+        .unwrap();
+        assert_eq!(socket.signed, http.signed);
+        assert_eq!(socket.path, http.path);
+        assert!(socket.has_path);
+        assert!(
+            from_json(op("children"), None)
+                .unwrap()
+                .signed
+                .to_json()
+                .unwrap()
+                == serde_json::json!({})
+        );
+    }
+
+    #[test]
+    fn socket_params_are_typed() {
+        for (params, field) in [
+            (r#"{"path":"a"}"#, "path"),
+            (r#"{"path":["a"],"limit":"5"}"#, "limit"),
+            (r#"{"path":["a"],"limit":5.0}"#, "limit"),
+            (r#"{"path":["a"],"limit":9007199254740992}"#, "limit"),
+            (r#"{"path":["a",1]}"#, "path"),
+            (r#"{"path":[]}"#, "path"),
+            (r#"{"path":[""]}"#, "path"),
+            (r#"{"path":["a"],"nope":1}"#, "nope"),
+            (r#"{}"#, "path"),
+        ] {
+            assert_eq!(
+                code_field(from_json_text(op("entries"), params)),
+                ("invalid".into(), Some(field.into())),
+                "{params}"
+            );
+        }
+        assert_eq!(
+            code_field(from_json_text(
+                op("get"),
+                r#"{"root_id":"","space_id":"b","position":1}"#
+            ))
+            .1,
+            Some("root_id".into())
+        );
+        assert_eq!(
+            code_field(from_json(op("entries"), Some(lab_strict_json::Json::Null))).1,
+            Some("params".into())
+        );
     }
 
     #[test]

@@ -1,0 +1,262 @@
+//! The coordination service's socket binding: a signed `resolve` over the
+//! socket against the same call over HTTP keep-alive connections, at one
+//! and at 16 clients, in alternating rounds; and the memory labd holds per
+//! idle socket against an idle HTTP keep-alive connection.
+
+use crate::client::{get_head, Conn};
+use crate::coord::{secret_key, world, Target};
+use crate::measure::{percent, progress, verdict, Row};
+use anyhow::{ensure, Context, Result};
+use futures_util::{SinkExt, StreamExt};
+use lab_coord_auth::{issue_grant, Carriage, GrantFields, GrantKind, Principal, SigningKey};
+use lab_coord_client::{Built, Request};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::Message;
+
+/// Concurrent clients of each row.
+const CLIENTS: [usize; 2] = [1, 16];
+/// Alternating rounds per binding.
+const ROUNDS: u32 = 3;
+/// Idle connections whose memory is measured.
+const IDLE: usize = 500;
+
+/// Which binding carries a call.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Binding {
+    Http,
+    Socket,
+}
+
+/// Signs each call afresh (a proof is one attempt).
+struct Signer {
+    audience: String,
+    key: SigningKey,
+    grants: Vec<lab_coord_auth::Grant>,
+    prefix: u64,
+    next: AtomicU64,
+}
+
+impl Signer {
+    fn carriage(&self, built: &Built) -> Result<Carriage> {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let nonce = format!("s{:016x}{n:012}", self.prefix);
+        let now = unix_now();
+        Ok(built.carriage(&self.key, self.grants.clone(), &nonce, now, &self.audience)?)
+    }
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+pub async fn run(target: Target, round: Duration) -> Result<Vec<Row>> {
+    progress("socket: setup");
+    let addr = target.operations;
+    let world = world(addr).await?;
+    let key_file = target.data_dir.join("coord").join("root.key");
+    let text = std::fs::read_to_string(&key_file)
+        .with_context(|| format!("read {}", key_file.display()))?;
+    let root = SigningKey::from_bytes(&secret_key(&text)?);
+    let grant = issue_grant(
+        &root,
+        &world,
+        GrantFields {
+            principal: Principal::of(&root),
+            kind: GrantKind::Read,
+            path: Vec::new(),
+            valid_until: unix_now() + 3_600,
+        },
+        None,
+    )?;
+    let signer = Arc::new(Signer {
+        audience: format!("http://{addr}"),
+        key: root,
+        grants: vec![grant],
+        prefix: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0),
+        next: AtomicU64::new(0),
+    });
+    let built = Arc::new(Request::new("resolve")?.path(["projects"]).build()?);
+
+    let mut rows = Vec::new();
+    for clients in CLIENTS {
+        progress(&format!("socket: resolve, c={clients}"));
+        let (mut http, mut socket) = ((0u64, Duration::ZERO), (0u64, Duration::ZERO));
+        for _ in 0..ROUNDS {
+            for binding in [Binding::Http, Binding::Socket] {
+                let done = load(addr, &signer, &built, binding, clients, round).await?;
+                let sum = if binding == Binding::Http {
+                    &mut http
+                } else {
+                    &mut socket
+                };
+                sum.0 += done;
+                sum.1 += round;
+            }
+        }
+        let rate = |(n, t): (u64, Duration)| n as f64 / t.as_secs_f64();
+        let (socket_rate, http_rate) = (rate(socket), rate(http));
+        rows.push(Row::new(
+            format!("coord resolve over the socket, signed, c={clients}"),
+            format!("{socket_rate:.0} calls/s"),
+            format!("{http_rate:.0} req/s over HTTP keep-alive"),
+            percent(socket_rate / http_rate),
+            verdict(">= 100% of HTTP", socket_rate >= http_rate),
+        ));
+    }
+
+    progress(&format!("socket: memory of {IDLE} idle connections"));
+    let (socket_kib, http_kib) = idle_memory(addr, target.pid).await?;
+    rows.push(Row::new(
+        format!("labd memory per idle socket, {IDLE} open"),
+        format!("{:.1} KiB", socket_kib),
+        format!("{:.1} KiB per idle HTTP keep-alive connection", http_kib),
+        percent(socket_kib / http_kib.max(0.1)),
+        "measured (sockets first, so reuse favours HTTP)".into(),
+    ));
+    Ok(rows)
+}
+
+/// Calls answered by `clients` clients, each calling in turn, over `time`.
+async fn load(
+    addr: SocketAddr,
+    signer: &Arc<Signer>,
+    built: &Arc<Built>,
+    binding: Binding,
+    clients: usize,
+    time: Duration,
+) -> Result<u64> {
+    let mut tasks = Vec::new();
+    for _ in 0..clients {
+        let (signer, built) = (Arc::clone(signer), Arc::clone(built));
+        tasks.push(tokio::spawn(async move {
+            match binding {
+                Binding::Http => http_client(addr, &signer, &built, time).await,
+                Binding::Socket => socket_client(addr, &signer, &built, time).await,
+            }
+        }));
+    }
+    let mut done = 0;
+    for task in tasks {
+        done += task.await??;
+    }
+    Ok(done)
+}
+
+async fn http_client(
+    addr: SocketAddr,
+    signer: &Signer,
+    built: &Built,
+    time: Duration,
+) -> Result<u64> {
+    let mut conn = Conn::connect(addr).await?;
+    let deadline = Instant::now() + time;
+    let mut done = 0;
+    while Instant::now() < deadline {
+        let auth = signer.carriage(built)?.to_header();
+        let head = format!(
+            "GET {} HTTP/1.1\r\nhost: {addr}\r\nsvc-auth: {auth}\r\n\r\n",
+            built.target
+        );
+        let response = conn.exchange(head.as_bytes(), &[], false, None).await?;
+        ensure!(
+            response.status == 200,
+            "resolve answered {}",
+            response.status
+        );
+        done += 1;
+    }
+    Ok(done)
+}
+
+type Socket = tokio_tungstenite::WebSocketStream<TcpStream>;
+
+async fn open_socket(addr: SocketAddr) -> Result<Socket> {
+    let stream = TcpStream::connect(addr).await?;
+    stream.set_nodelay(true)?;
+    let mut request = format!("ws://{addr}/v1/ws").into_client_request()?;
+    request
+        .headers_mut()
+        .insert("sec-websocket-protocol", "coord".parse()?);
+    let (socket, _) = tokio_tungstenite::client_async(request, stream).await?;
+    Ok(socket)
+}
+
+async fn socket_client(
+    addr: SocketAddr,
+    signer: &Signer,
+    built: &Built,
+    time: Duration,
+) -> Result<u64> {
+    let mut socket = open_socket(addr).await?;
+    let deadline = Instant::now() + time;
+    let mut done = 0u64;
+    while Instant::now() < deadline {
+        let carriage = signer.carriage(built)?;
+        let envelope = built.envelope(&done.to_string(), &carriage)?;
+        socket.send(Message::text(envelope.to_string())).await?;
+        let reply = loop {
+            match socket.next().await.context("the socket closed")?? {
+                Message::Text(text) => break text,
+                Message::Ping(_) | Message::Pong(_) => continue,
+                other => anyhow::bail!("unexpected frame {other:?}"),
+            }
+        };
+        ensure!(
+            reply.as_str().contains("\"status\":\"ok\""),
+            "resolve replied {reply}"
+        );
+        done += 1;
+    }
+    socket.close(None).await.ok();
+    Ok(done)
+}
+
+/// labd's resident memory in KiB.
+fn rss_kib(pid: u32) -> Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .context("VmRSS in /proc/<pid>/status")
+}
+
+/// KiB of labd's resident memory per idle socket, and per idle HTTP
+/// keep-alive connection that has answered one request.
+async fn idle_memory(addr: SocketAddr, pid: u32) -> Result<(f64, f64)> {
+    let settle = Duration::from_millis(500);
+    let before = rss_kib(pid)?;
+    let mut sockets = Vec::new();
+    for _ in 0..IDLE {
+        sockets.push(open_socket(addr).await?);
+    }
+    tokio::time::sleep(settle).await;
+    let socket_kib = rss_kib(pid)?.saturating_sub(before) as f64 / IDLE as f64;
+    for mut socket in sockets {
+        socket.close(None).await.ok();
+    }
+    tokio::time::sleep(settle).await;
+    let before = rss_kib(pid)?;
+    let mut conns = Vec::new();
+    for _ in 0..IDLE {
+        let mut conn = Conn::connect(addr).await?;
+        conn.exchange(&get_head(addr, "/livez"), &[], false, None)
+            .await?;
+        conns.push(conn);
+    }
+    tokio::time::sleep(settle).await;
+    let http_kib = rss_kib(pid)?.saturating_sub(before) as f64 / IDLE as f64;
+    drop(conns);
+    Ok((socket_kib, http_kib))
+}

@@ -1,0 +1,322 @@
+//! One socket connection: a reader (this task) that checks each frame and
+//! starts its call, calls running concurrently, and a writer task that
+//! writes replies in completion order and subscription frames as they
+//! wait (design.md, "Sockets").
+//!
+//! Invariants:
+//! - at most [`MAX_IN_FLIGHT`] calls of a connection are in flight, each
+//!   with an `id` no other call in flight on it has;
+//! - a call in flight holds its frame's bytes of the host-wide frame
+//!   budget; a frame that does not fit is held, and nothing more is read
+//!   from its connection, until it fits;
+//! - a reply not written within [`REPLY_WRITE_TIMEOUT`] is dropped and the
+//!   connection closed (its client is not reading);
+//! - on shutdown nothing more is read, calls in flight get
+//!   [`SHUTDOWN_GRACE`], then the hub's `closed` frames and close 1001.
+
+use super::call::{self, refusal};
+use super::Sockets;
+use crate::events::Connection;
+use crate::server::Listener;
+use crate::service::Service;
+use futures_util::{SinkExt, StreamExt};
+use hyper::upgrade::Upgraded;
+use hyper_util::rt::TokioIo;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{mpsc, Semaphore};
+use tokio_tungstenite::tungstenite::error::Error as WsError;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::WebSocketStream;
+
+/// The frame limit: 64 MiB plus 1 MiB of envelope headroom (WS.md
+/// decision 9); over it the connection closes with 1009.
+pub const MAX_FRAME: usize = 68_157_440;
+/// Calls in flight per connection.
+pub const MAX_IN_FLIGHT: u32 = 32;
+/// Characters of a correlation ID.
+pub const MAX_ID_CHARS: usize = 128;
+/// A reply not written in this time is dropped.
+pub const REPLY_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Calls in flight at shutdown get this long to finish.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// The read buffer's size: tungstenite's default (128 KiB) would be held
+/// by every idle socket; larger frames grow it as they arrive.
+const READ_BUFFER: usize = 8 << 10;
+/// Frames queued for the writer before the reader waits for it.
+const OUTGOING_DEPTH: usize = 64;
+/// After the service closes for a frame it refused, how long it keeps
+/// reading (and discarding) what the client is still sending, so that the
+/// client reads the close instead of a reset.
+const LINGER: Duration = Duration::from_secs(5);
+
+type Socket = WebSocketStream<TokioIo<Upgraded>>;
+
+/// What the writer is given.
+enum Out {
+    Text(String),
+    Close(CloseCode, &'static str),
+}
+
+/// How reading ended.
+enum Ending {
+    /// The connection broke, or the writer gave up on it.
+    Gone,
+    /// The client closed; its close is echoed.
+    ClientClosed,
+    /// The service closes with this code and reason.
+    Close(CloseCode, &'static str),
+    Shutdown,
+}
+
+/// Serves one upgraded connection until it ends. `offered`: whether the
+/// client offered the service's subprotocol.
+pub async fn serve(
+    service: Arc<Service>,
+    sockets: Arc<Sockets>,
+    upgraded: Upgraded,
+    listener: Listener,
+    offered: bool,
+) {
+    let config = WebSocketConfig::default()
+        .read_buffer_size(READ_BUFFER)
+        .max_message_size(Some(MAX_FRAME))
+        .max_frame_size(Some(MAX_FRAME));
+    let socket =
+        WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, Some(config)).await;
+    let (sink, mut stream) = socket.split();
+    let conn = sockets.hub.connect();
+    let (out, outgoing) = mpsc::channel(OUTGOING_DEPTH);
+    let writer = tokio::spawn(write(sink, outgoing, Arc::clone(&conn)));
+    if !offered {
+        let reason = "the subprotocol `coord` is required";
+        let _ = out.send(Out::Close(CloseCode::Protocol, reason)).await;
+        drop(out);
+        let _ = writer.await;
+        return;
+    }
+    let reader = Reader {
+        service,
+        sockets,
+        conn: Arc::clone(&conn),
+        out: out.clone(),
+        in_flight: Arc::new(Semaphore::new(MAX_IN_FLIGHT as usize)),
+        ids: Arc::new(Mutex::new(HashSet::new())),
+    };
+    let mut shutdown = listener.shutdown.clone();
+    let ending = reader.read(&mut stream, &mut shutdown).await;
+    match ending {
+        Ending::Gone => {}
+        Ending::ClientClosed => {
+            // The next read writes tungstenite's echo of the client's close.
+            let _ = tokio::time::timeout(Duration::from_secs(1), stream.next()).await;
+        }
+        Ending::Close(code, reason) => {
+            let _ = out.send(Out::Close(code, reason)).await;
+            drop(out);
+            if let Ok(sink) = writer.await {
+                if let Ok(mut socket) = sink.reunite(stream) {
+                    linger(socket.get_mut()).await;
+                }
+            }
+            return;
+        }
+        Ending::Shutdown => {
+            let all = reader.in_flight.acquire_many(MAX_IN_FLIGHT);
+            if tokio::time::timeout(SHUTDOWN_GRACE, all).await.is_err() {
+                tracing::warn!("socket calls still in flight after the shutdown grace");
+            }
+            for frame in conn.shut() {
+                let _ = out.send(Out::Text(frame)).await;
+            }
+            let _ = out
+                .send(Out::Close(CloseCode::Away, "the service is shutting down"))
+                .await;
+        }
+    }
+    drop(out);
+    drop(reader);
+    // A close is the last frame written; replies of calls still running
+    // after it are dropped with the connection.
+    let _ = writer.await;
+    drop(listener);
+}
+
+/// The reading side of one connection.
+struct Reader {
+    service: Arc<Service>,
+    sockets: Arc<Sockets>,
+    conn: Arc<Connection>,
+    out: mpsc::Sender<Out>,
+    in_flight: Arc<Semaphore>,
+    /// IDs of the calls in flight.
+    ids: Arc<Mutex<HashSet<String>>>,
+}
+
+impl Reader {
+    async fn read(
+        &self,
+        stream: &mut futures_util::stream::SplitStream<Socket>,
+        shutdown: &mut tokio::sync::watch::Receiver<bool>,
+    ) -> Ending {
+        loop {
+            let message = tokio::select! {
+                biased;
+                _ = shutdown.wait_for(|stop| *stop) => return Ending::Shutdown,
+                _ = self.out.closed() => return Ending::Gone,
+                message = stream.next() => message,
+            };
+            let text = match message {
+                None | Some(Err(WsError::ConnectionClosed | WsError::AlreadyClosed)) => {
+                    return Ending::Gone
+                }
+                Some(Err(WsError::Capacity(_))) => {
+                    return Ending::Close(CloseCode::Size, "a frame is at most 68,157,440 bytes")
+                }
+                Some(Err(e)) => {
+                    tracing::debug!(error = %e, "socket read failed");
+                    return Ending::Gone;
+                }
+                Some(Ok(Message::Text(text))) => text,
+                Some(Ok(Message::Binary(_))) => {
+                    return Ending::Close(CloseCode::Unsupported, "frames are text")
+                }
+                Some(Ok(Message::Close(_))) => return Ending::ClientClosed,
+                // Pings are answered by the protocol layer on the next read.
+                Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => continue,
+            };
+            let Some(id) = frame_id(text.as_str()) else {
+                return Ending::Close(
+                    CloseCode::Invalid,
+                    "a frame is a JSON object with a non-empty string `id`",
+                );
+            };
+            let frame = Vec::from(bytes::Bytes::from(text));
+            if let Some(ending) = self.start(id, frame, shutdown).await {
+                return ending;
+            }
+        }
+    }
+
+    /// Starts the call of `frame`, or refuses it with a reply of its own.
+    async fn start(
+        &self,
+        id: String,
+        frame: Vec<u8>,
+        shutdown: &mut tokio::sync::watch::Receiver<bool>,
+    ) -> Option<Ending> {
+        let contract = self.service.loaded().identity.contract.clone();
+        let refuse = |message: &str| Out::Text(refusal(&contract, &id, "invalid", message));
+        if id.chars().count() > MAX_ID_CHARS {
+            return self.send(refuse("`id` is at most 128 characters")).await;
+        }
+        let Ok(slot) = Arc::clone(&self.in_flight).try_acquire_owned() else {
+            return self
+                .send(refuse(
+                    "the connection has too many calls in flight (at most 32)",
+                ))
+                .await;
+        };
+        if !self.ids.lock().unwrap().insert(id.clone()) {
+            return self
+                .send(refuse("`id` names a call in flight on this connection"))
+                .await;
+        }
+        // Backpressure: the frame waits for its place in the budget, and
+        // nothing more is read from this connection meanwhile.
+        let held = tokio::select! {
+            held = self.sockets.budget.hold(frame.len() as u64) => held,
+            _ = shutdown.wait_for(|stop| *stop) => {
+                self.ids.lock().unwrap().remove(&id);
+                return Some(Ending::Shutdown);
+            }
+        };
+        let service = Arc::clone(&self.service);
+        let connection = self.conn.id();
+        let ids = Arc::clone(&self.ids);
+        let out = self.out.clone();
+        tokio::spawn(async move {
+            let reply = call::reply(&service, connection, &id, frame).await;
+            drop(held);
+            ids.lock().unwrap().remove(&id);
+            let _ = out.send(Out::Text(reply)).await;
+            drop(slot);
+        });
+        None
+    }
+
+    async fn send(&self, out: Out) -> Option<Ending> {
+        match self.out.send(out).await {
+            Ok(()) => None,
+            Err(_) => Some(Ending::Gone),
+        }
+    }
+}
+
+/// The frame's `id` when it is a JSON object with a non-empty string
+/// `id` (other members are skipped, not kept).
+fn frame_id(text: &str) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Head<'a> {
+        #[serde(borrow)]
+        id: std::borrow::Cow<'a, str>,
+    }
+    let head: Head = serde_json::from_str(text).ok()?;
+    (!head.id.is_empty()).then(|| head.id.into_owned())
+}
+
+/// Reads and discards what the client still sends, until it closes or
+/// [`LINGER`] has passed.
+async fn linger(io: &mut TokioIo<Upgraded>) {
+    use tokio::io::AsyncReadExt;
+    let mut discard = vec![0u8; 64 << 10];
+    let drain = async { while matches!(io.read(&mut discard).await, Ok(n) if n > 0) {} };
+    let _ = tokio::time::timeout(LINGER, drain).await;
+}
+
+/// Writes replies as they come and subscription frames as they wait,
+/// until a close or until every sender is gone.
+async fn write(
+    mut sink: futures_util::stream::SplitSink<Socket, Message>,
+    mut outgoing: mpsc::Receiver<Out>,
+    conn: Arc<Connection>,
+) -> futures_util::stream::SplitSink<Socket, Message> {
+    loop {
+        let frames = tokio::select! {
+            out = outgoing.recv() => match out {
+                Some(Out::Text(text)) => vec![text],
+                Some(Out::Close(code, reason)) => {
+                    let close = CloseFrame { code, reason: reason.into() };
+                    let _ = tokio::time::timeout(
+                        REPLY_WRITE_TIMEOUT,
+                        sink.send(Message::Close(Some(close))),
+                    )
+                    .await;
+                    break;
+                }
+                None => break,
+            },
+            _ = conn.frames_waiting() => conn.take_frames(),
+        };
+        for text in frames {
+            match tokio::time::timeout(REPLY_WRITE_TIMEOUT, sink.send(Message::text(text))).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::debug!(error = %e, "socket write failed");
+                    return sink;
+                }
+                Err(_) => {
+                    tracing::info!(
+                        "a socket reply was not written in 30 s: dropped, connection closed"
+                    );
+                    return sink;
+                }
+            }
+        }
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(1), sink.close()).await;
+    sink
+}
