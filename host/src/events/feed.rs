@@ -117,7 +117,12 @@ impl Feed {
             return;
         }
         let lines: Vec<String> = advances.iter().map(line).collect();
-        for outlet in self.outlets.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+        for outlet in self
+            .outlets
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
             outlet.push(&lines);
         }
     }
@@ -163,7 +168,12 @@ impl Feed {
     /// Shutdown: every stream ends once it has sent what it holds.
     pub fn close(&self) {
         self.closed.store(true, Ordering::Relaxed);
-        for outlet in self.outlets.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+        for outlet in self
+            .outlets
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
             outlet.close();
         }
     }
@@ -190,7 +200,10 @@ mod tests {
     fn a_full_outlet_keeps_what_fits_then_says_the_rest_was_lost() {
         let outlet = Outlet::new(2);
         outlet.push(&["a\n".into(), "b\n".into(), "c\n".into()]);
-        assert_eq!(outlet.take().as_deref(), Some(format!("a\nb\n{LOST_LINE}").as_str()));
+        assert_eq!(
+            outlet.take().as_deref(),
+            Some(format!("a\nb\n{LOST_LINE}").as_str())
+        );
         // Drained: room again, and no loss pending.
         outlet.push(&["d\n".into()]);
         assert_eq!(outlet.take().as_deref(), Some("d\n"));

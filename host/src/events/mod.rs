@@ -16,6 +16,8 @@
 
 pub mod feed;
 pub mod follow;
+#[cfg(test)]
+mod journal_tests;
 pub mod subscription;
 #[cfg(test)]
 mod tests;
@@ -135,7 +137,9 @@ impl Hub {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Registers a connection; its `id()` is passed to the component's

@@ -55,7 +55,10 @@ fn cutoffs(frames: &[Value]) -> Vec<(String, u64)> {
         .filter(|f| f.get("event").is_some())
         .map(|f| {
             (
-                f["event"]["space"]["space_id"].as_str().unwrap().to_string(),
+                f["event"]["space"]["space_id"]
+                    .as_str()
+                    .unwrap()
+                    .to_string(),
                 f["event"]["cutoff"].as_u64().unwrap(),
             )
         })
@@ -227,7 +230,13 @@ async fn a_connection_holds_at_most_sixteen_subscriptions() {
         open(&hub, &connection, &format!("sub_{i}"), scope("", None)).await;
     }
     let refused = hub
-        .open(connection.id(), "sub_x".into(), scope("", None), u64::MAX, vec![])
+        .open(
+            connection.id(),
+            "sub_x".into(),
+            scope("", None),
+            u64::MAX,
+            vec![],
+        )
         .await;
     assert_eq!(refused, Err(OpenError::LimitExceeded));
     // Another connection has its own sixteen.
@@ -254,7 +263,10 @@ async fn a_subscription_expires_at_its_instant() {
     let frames = parsed(connection.take_frames());
     // The late one's event; the early one's end (its pending event is
     // dropped with it).
-    let closed: Vec<&Value> = frames.iter().filter(|f| f.get("closed").is_some()).collect();
+    let closed: Vec<&Value> = frames
+        .iter()
+        .filter(|f| f.get("closed").is_some())
+        .collect();
     assert_eq!(closed.len(), 1);
     assert_eq!(closed[0]["subscription"], "sub_early");
     assert_eq!(
@@ -269,9 +281,15 @@ async fn a_subscription_expires_at_its_instant() {
 async fn the_sweep_closes_a_subscription_once_the_clock_reaches_it() {
     let hub = Hub::new(Source::Local);
     let connection = hub.connect();
-    hub.open(connection.id(), "sub_a".into(), scope("", None), unix_now() + 1, vec![])
-        .await
-        .unwrap();
+    hub.open(
+        connection.id(),
+        "sub_a".into(),
+        scope("", None),
+        unix_now() + 1,
+        vec![],
+    )
+    .await
+    .unwrap();
     tokio::time::timeout(Duration::from_secs(10), connection.frames_waiting())
         .await
         .expect("the sweep closed it");
@@ -284,12 +302,24 @@ async fn revoking_a_grant_closes_the_subscriptions_it_authorized() {
     let hub = Hub::new(Source::Local);
     let connection = hub.connect();
     let id = connection.id();
-    hub.open(id, "sub_a".into(), scope("", None), u64::MAX, vec!["g1".into(), "g2".into()])
-        .await
-        .unwrap();
-    hub.open(id, "sub_b".into(), scope("", None), u64::MAX, vec!["g3".into()])
-        .await
-        .unwrap();
+    hub.open(
+        id,
+        "sub_a".into(),
+        scope("", None),
+        u64::MAX,
+        vec!["g1".into(), "g2".into()],
+    )
+    .await
+    .unwrap();
+    hub.open(
+        id,
+        "sub_b".into(),
+        scope("", None),
+        u64::MAX,
+        vec!["g3".into()],
+    )
+    .await
+    .unwrap();
     hub.revoke(&["g2".into(), "g9".into()]);
     let frames = parsed(connection.take_frames());
     assert_eq!(frames.len(), 1);
@@ -344,7 +374,13 @@ async fn shut_closes_every_subscription_and_refuses_later_opens() {
     ended.sort();
     assert_eq!(ended, vec![("sub_a", "shutdown"), ("sub_b", "shutdown")]);
     let refused = hub
-        .open(connection.id(), "sub_c".into(), scope("", None), u64::MAX, vec![])
+        .open(
+            connection.id(),
+            "sub_c".into(),
+            scope("", None),
+            u64::MAX,
+            vec![],
+        )
         .await;
     assert_eq!(refused, Err(OpenError::Closed));
     assert!(!hub.listening());
@@ -401,7 +437,13 @@ async fn without_a_source_nothing_opens() {
     let hub = Hub::new(Source::Absent("no stream".into()));
     let connection = hub.connect();
     let refused = hub
-        .open(connection.id(), "sub_a".into(), scope("", None), u64::MAX, vec![])
+        .open(
+            connection.id(),
+            "sub_a".into(),
+            scope("", None),
+            u64::MAX,
+            vec![],
+        )
         .await;
     assert_eq!(refused, Err(OpenError::Unavailable("no stream".into())));
     assert!(!hub.listening());
@@ -419,8 +461,17 @@ async fn a_remote_journal_that_cannot_be_reached_is_unavailable() {
     let hub = Hub::new(Source::Remote(follower));
     let connection = hub.connect();
     let refused = hub
-        .open(connection.id(), "sub_a".into(), scope("", None), u64::MAX, vec![])
+        .open(
+            connection.id(),
+            "sub_a".into(),
+            scope("", None),
+            u64::MAX,
+            vec![],
+        )
         .await;
-    assert!(matches!(refused, Err(OpenError::Unavailable(_))), "{refused:?}");
+    assert!(
+        matches!(refused, Err(OpenError::Unavailable(_))),
+        "{refused:?}"
+    );
     assert!(!hub.listening());
 }

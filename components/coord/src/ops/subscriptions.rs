@@ -51,22 +51,17 @@ pub fn subscribe(
     // subscription is among them.
     let grants: Vec<String> = call.carriage.grants.iter().map(|g| g.digest()).collect();
     let id = fresh_id();
-    subscriptions::open(
-        connection,
-        &id,
-        &scope,
-        authorization.valid_until,
-        &grants,
-    )
-    .map_err(|e| match e {
-        subscriptions::OpenError::LimitExceeded => Refusal::LimitExceeded(
-            "this connection holds 16 subscriptions, the most it may".into(),
-        ),
-        subscriptions::OpenError::Unavailable(why) => Refusal::Unavailable(why),
-        subscriptions::OpenError::Closed => {
-            Refusal::Unavailable("the connection is closing".into())
-        }
-    })?;
+    subscriptions::open(connection, &id, &scope, authorization.valid_until, &grants).map_err(
+        |e| match e {
+            subscriptions::OpenError::LimitExceeded => Refusal::LimitExceeded(
+                "this connection holds 16 subscriptions, the most it may".into(),
+            ),
+            subscriptions::OpenError::Unavailable(why) => Refusal::Unavailable(why),
+            subscriptions::OpenError::Closed => {
+                Refusal::Unavailable("the connection is closing".into())
+            }
+        },
+    )?;
     Ok(Reply::Json(
         200,
         json!({ "subscription": id, "expires_at": authorization.valid_until }),
