@@ -104,6 +104,11 @@ impl Feed {
         })
     }
 
+    /// Streams open now.
+    pub fn followers(&self) -> usize {
+        self.streaming.load(Ordering::Relaxed)
+    }
+
     /// Whether anything listens (two atomic loads).
     pub fn listening(&self) -> bool {
         self.hub.listening() || self.streaming.load(Ordering::Relaxed) > 0

@@ -17,6 +17,8 @@
 pub mod feed;
 pub mod follow;
 #[cfg(test)]
+mod follow_tests;
+#[cfg(test)]
 mod journal_tests;
 pub mod subscription;
 #[cfg(test)]
@@ -447,10 +449,13 @@ async fn sweep(hub: Weak<Hub>, schedule: Arc<Notify>) {
         let wait = match next {
             None => LONGEST_SWEEP_SLEEP,
             Some(at) => {
-                let at = UNIX_EPOCH + Duration::from_secs(at);
-                at.duration_since(SystemTime::now())
-                    .unwrap_or_default()
-                    .min(LONGEST_SWEEP_SLEEP)
+                UNIX_EPOCH
+                    .checked_add(Duration::from_secs(at))
+                    .map_or(LONGEST_SWEEP_SLEEP, |at| {
+                        at.duration_since(SystemTime::now())
+                            .unwrap_or_default()
+                            .min(LONGEST_SWEEP_SLEEP)
+                    })
             }
         };
         tokio::select! {

@@ -281,6 +281,9 @@ async fn a_subscription_expires_at_its_instant() {
 async fn the_sweep_closes_a_subscription_once_the_clock_reaches_it() {
     let hub = Hub::new(Source::Local);
     let connection = hub.connect();
+    // An instant beyond the clock's range does not stop the sweep.
+    open(&hub, &connection, "sub_never", scope("", None)).await;
+    tokio::task::yield_now().await;
     hub.open(
         connection.id(),
         "sub_a".into(),
@@ -294,7 +297,10 @@ async fn the_sweep_closes_a_subscription_once_the_clock_reaches_it() {
         .await
         .expect("the sweep closed it");
     let frames = parsed(connection.take_frames());
+    assert_eq!(frames.len(), 1, "{frames:?}");
+    assert_eq!(frames[0]["subscription"], "sub_a");
     assert_eq!(frames[0]["closed"]["reason"], "expired");
+    assert!(hub.listening(), "sub_never is open");
 }
 
 #[tokio::test]
