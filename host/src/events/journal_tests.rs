@@ -10,7 +10,7 @@ use crate::service::{ComponentSource, InstanceLimits, Service};
 use serde_json::{json, Value};
 
 /// The journal service, in-process, announcing through `feed`.
-async fn journal(feed: Arc<Feed>) -> (Arc<Service>, Arc<crate::kv::KvStore>) {
+pub(super) async fn journal(feed: Arc<Feed>) -> (Arc<Service>, Arc<crate::kv::KvStore>) {
     let dir = std::env::temp_dir().join(format!(
         "events-journal-{}",
         hex::encode(crate::blobstore::random_16())
@@ -59,7 +59,12 @@ async fn journal(feed: Arc<Feed>) -> (Arc<Service>, Arc<crate::kv::KvStore>) {
     (Arc::new(service), kv)
 }
 
-async fn call(service: &Service, method: &str, target: &str, body: Value) -> (u16, Value) {
+pub(super) async fn call(
+    service: &Service,
+    method: &str,
+    target: &str,
+    body: Value,
+) -> (u16, Value) {
     let body = if body.is_null() {
         Vec::new()
     } else {

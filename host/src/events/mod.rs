@@ -20,6 +20,8 @@ pub mod follow;
 mod follow_tests;
 #[cfg(test)]
 mod journal_tests;
+#[cfg(test)]
+mod measure;
 pub mod subscription;
 #[cfg(test)]
 mod tests;
@@ -354,16 +356,27 @@ impl Hub {
         }
     }
 
+    /// Takes what the connection's subscriptions hold under the lock, and
+    /// writes the frames after releasing it: a connection's writer never
+    /// holds up an announce longer than the taking.
     fn take_frames(&self, connection: u64) -> Vec<String> {
-        let mut state = self.lock();
-        let Some(peer) = state.connections.get_mut(&connection) else {
-            return Vec::new();
+        let (taken, ended) = {
+            let mut state = self.lock();
+            let Some(peer) = state.connections.get_mut(&connection) else {
+                return Vec::new();
+            };
+            let taken: Vec<_> = peer
+                .subscriptions
+                .iter_mut()
+                .filter_map(Subscription::take)
+                .collect();
+            (taken, std::mem::take(&mut peer.outbox))
         };
         let mut frames = Vec::new();
-        for subscription in &mut peer.subscriptions {
-            subscription.drain(&mut frames);
+        for taken in taken {
+            taken.write(&mut frames);
         }
-        frames.append(&mut peer.outbox);
+        frames.extend(ended);
         frames
     }
 

@@ -49,9 +49,54 @@ impl Scope {
                 .depth
                 .is_none_or(|depth| (path.len() - self.prefix.len()) as u64 <= u64::from(depth))
     }
+}
 
-    fn shown<'a>(&self, path: &'a [String]) -> &'a [String] {
-        path.get(self.hidden as usize..).unwrap_or_default()
+/// What one subscription had pending, taken from it.
+pub struct Taken {
+    id: String,
+    hidden: usize,
+    events: Vec<(Arc<Journal>, u64)>,
+    /// The scope's space, when a `gap` was pending.
+    gap: Option<Journal>,
+}
+
+impl Taken {
+    /// Appends its frames to `frames`: the events, then the gap.
+    pub fn write(self, frames: &mut Vec<String>) {
+        let shown = |path: &[String]| path.get(self.hidden..).unwrap_or_default().to_vec();
+        for (journal, cutoff) in &self.events {
+            frames.push(
+                json!({
+                    "subscription": self.id,
+                    "contract": CONTRACT,
+                    "event": {
+                        "space": {
+                            "root_id": journal.root_id,
+                            "space_id": journal.space_id,
+                            "path": shown(&journal.path),
+                        },
+                        "cutoff": cutoff,
+                    },
+                })
+                .to_string(),
+            );
+        }
+        if let Some(space) = &self.gap {
+            frames.push(
+                json!({
+                    "subscription": self.id,
+                    "contract": CONTRACT,
+                    "gap": {
+                        "space": {
+                            "root_id": space.root_id,
+                            "space_id": space.space_id,
+                            "path": shown(&space.path),
+                        },
+                    },
+                })
+                .to_string(),
+            );
+        }
     }
 }
 
@@ -137,44 +182,27 @@ impl Subscription {
         self.gap || !self.pending.is_empty()
     }
 
-    /// Appends the pending frames (events, then the gap) to `frames`,
-    /// emptying the table; events taken count as delivered.
-    pub fn drain(&mut self, frames: &mut Vec<String>) {
+    /// Takes what is pending, emptying the table (events taken count as
+    /// delivered); [`Taken::write`] makes the frames, outside the hub's
+    /// lock.
+    pub fn take(&mut self) -> Option<Taken> {
+        if !self.has_frames() {
+            return None;
+        }
         self.at.clear();
-        for (journal, cutoff) in self.pending.drain(..) {
-            frames.push(
-                json!({
-                    "subscription": self.id,
-                    "contract": CONTRACT,
-                    "event": {
-                        "space": {
-                            "root_id": journal.root_id,
-                            "space_id": journal.space_id,
-                            "path": self.scope.shown(&journal.path),
-                        },
-                        "cutoff": cutoff,
-                    },
-                })
-                .to_string(),
-            );
-            self.delivered += 1;
-        }
-        if std::mem::take(&mut self.gap) {
-            frames.push(
-                json!({
-                    "subscription": self.id,
-                    "contract": CONTRACT,
-                    "gap": {
-                        "space": {
-                            "root_id": self.scope.root_id,
-                            "space_id": self.scope.space_id,
-                            "path": self.scope.shown(&self.scope.prefix),
-                        },
-                    },
-                })
-                .to_string(),
-            );
-        }
+        let events = std::mem::take(&mut self.pending);
+        self.delivered += events.len() as u64;
+        let gap = std::mem::take(&mut self.gap).then(|| Journal {
+            root_id: self.scope.root_id.clone(),
+            space_id: self.scope.space_id.clone(),
+            path: self.scope.prefix.clone(),
+        });
+        Some(Taken {
+            id: self.id.clone(),
+            hidden: self.scope.hidden as usize,
+            events,
+            gap,
+        })
     }
 
     /// The subscription's last frame. What is still pending is dropped:
