@@ -20,7 +20,8 @@ const APPENDS: usize = 100;
 async fn appends_per_second(service: &Arc<crate::service::Service>, spaces: &[Value]) -> f64 {
     let started = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
-    for space in spaces.iter().cloned() {
+    for space in spaces {
+        let space = space.clone();
         let service = Arc::clone(service);
         tasks.spawn(async move {
             for _ in 0..APPENDS {
