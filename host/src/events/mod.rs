@@ -33,7 +33,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use subscription::{Highest, Subscription};
+use subscription::{Highest, Named, Subscription};
 use tokio::sync::Notify;
 
 /// Subscriptions one connection may hold at once (WS.md decision 8).
@@ -319,12 +319,14 @@ impl Hub {
             if !highest.advance(&advance.journal.space_id, advance.cutoff) {
                 continue;
             }
-            let journal = Arc::new(advance.journal.clone());
+            let journal = &advance.journal;
+            let mut named = None;
             for peer in state.connections.values_mut() {
                 let mut due = false;
                 for subscription in &mut peer.subscriptions {
                     if subscription.scope.covers(&journal.root_id, &journal.path) {
-                        due |= subscription.offer(&journal, advance.cutoff);
+                        let named = named.get_or_insert_with(|| Named::new(journal.clone()));
+                        due |= subscription.offer(named, advance.cutoff);
                     }
                 }
                 if due {

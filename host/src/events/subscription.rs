@@ -3,7 +3,7 @@
 
 use serde_json::json;
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// The contract date every subscription frame carries (the coordination
 /// service's).
@@ -20,6 +20,45 @@ pub struct Journal {
     pub space_id: String,
     /// The space's path from the journal root.
     pub path: Vec<String>,
+}
+
+/// A journal that advanced, shared by the pending entries of every
+/// subscription it reached; the JSON of its space as frames show it is
+/// made once, not once per subscription.
+pub struct Named {
+    pub journal: Journal,
+    /// (hidden labels, the space's JSON with those labels left out)
+    shown: OnceLock<(usize, String)>,
+}
+
+impl Named {
+    pub fn new(journal: Journal) -> Arc<Named> {
+        Arc::new(Named {
+            journal,
+            shown: OnceLock::new(),
+        })
+    }
+
+    fn space_json(&self, hidden: usize) -> std::borrow::Cow<'_, str> {
+        let make = || space_json(&self.journal, hidden);
+        let (cached, text) = self.shown.get_or_init(|| (hidden, make()));
+        if *cached == hidden {
+            std::borrow::Cow::Borrowed(text)
+        } else {
+            std::borrow::Cow::Owned(make())
+        }
+    }
+}
+
+/// `{"root_id", "space_id", "path"}` with the first `hidden` labels of the
+/// path left out.
+fn space_json(journal: &Journal, hidden: usize) -> String {
+    json!({
+        "root_id": journal.root_id,
+        "space_id": journal.space_id,
+        "path": journal.path.get(hidden..).unwrap_or_default(),
+    })
+    .to_string()
 }
 
 /// What a subscription watches.
@@ -55,7 +94,7 @@ impl Scope {
 pub struct Taken {
     id: String,
     hidden: usize,
-    events: Vec<(Arc<Journal>, u64)>,
+    events: Vec<(Arc<Named>, u64)>,
     /// The scope's space, when a `gap` was pending.
     gap: Option<Journal>,
 }
@@ -63,39 +102,18 @@ pub struct Taken {
 impl Taken {
     /// Appends its frames to `frames`: the events, then the gap.
     pub fn write(self, frames: &mut Vec<String>) {
-        let shown = |path: &[String]| path.get(self.hidden..).unwrap_or_default().to_vec();
-        for (journal, cutoff) in &self.events {
-            frames.push(
-                json!({
-                    "subscription": self.id,
-                    "contract": CONTRACT,
-                    "event": {
-                        "space": {
-                            "root_id": journal.root_id,
-                            "space_id": journal.space_id,
-                            "path": shown(&journal.path),
-                        },
-                        "cutoff": cutoff,
-                    },
-                })
-                .to_string(),
-            );
+        let id = serde_json::to_string(&self.id).expect("a string serializes");
+        for (named, cutoff) in &self.events {
+            frames.push(format!(
+                r#"{{"subscription":{id},"contract":"{CONTRACT}","event":{{"space":{},"cutoff":{cutoff}}}}}"#,
+                named.space_json(self.hidden)
+            ));
         }
         if let Some(space) = &self.gap {
-            frames.push(
-                json!({
-                    "subscription": self.id,
-                    "contract": CONTRACT,
-                    "gap": {
-                        "space": {
-                            "root_id": space.root_id,
-                            "space_id": space.space_id,
-                            "path": shown(&space.path),
-                        },
-                    },
-                })
-                .to_string(),
-            );
+            frames.push(format!(
+                r#"{{"subscription":{id},"contract":"{CONTRACT}","gap":{{"space":{}}}}}"#,
+                space_json(space, self.hidden)
+            ));
         }
     }
 }
@@ -132,7 +150,7 @@ pub struct Subscription {
     pub expires_at: u64,
     /// Digests of the grants that authorized it.
     pub grants: Vec<String>,
-    pending: Vec<(Arc<Journal>, u64)>,
+    pending: Vec<(Arc<Named>, u64)>,
     /// Index in `pending` by space ID.
     at: HashMap<String, usize>,
     gap: bool,
@@ -155,8 +173,8 @@ impl Subscription {
 
     /// Takes the advance of `journal` to `cutoff` (which the scope covers)
     /// into the pending table; true when a frame became due.
-    pub fn offer(&mut self, journal: &Arc<Journal>, cutoff: u64) -> bool {
-        if let Some(&i) = self.at.get(&journal.space_id) {
+    pub fn offer(&mut self, named: &Arc<Named>, cutoff: u64) -> bool {
+        if let Some(&i) = self.at.get(named.journal.space_id.as_str()) {
             let pending = &mut self.pending[i].1;
             if cutoff <= *pending {
                 return false;
@@ -167,8 +185,9 @@ impl Subscription {
         if self.pending.len() >= PENDING_JOURNALS {
             return self.lose();
         }
-        self.at.insert(journal.space_id.clone(), self.pending.len());
-        self.pending.push((Arc::clone(journal), cutoff));
+        self.at
+            .insert(named.journal.space_id.clone(), self.pending.len());
+        self.pending.push((Arc::clone(named), cutoff));
         true
     }
 
