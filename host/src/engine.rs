@@ -2,7 +2,8 @@
 //! start (and at hot swap), never per request.
 
 use crate::bindings::{
-    blobs, body, clock, config, crypto, ids, kv, log, runtime, services, tools, types, ServicePre,
+    advances, blobs, body, clock, config, crypto, ids, kv, log, runtime, services, subscriptions,
+    tools, types, ServicePre,
 };
 use crate::capabilities::RequestState;
 use lab_tool_runner::compile::load_or_compile;
@@ -59,6 +60,8 @@ pub fn linker(engine: &Engine) -> Result<Linker<RequestState>> {
     crypto::add_to_linker::<_, Own>(&mut linker, |s| s)?;
     services::add_to_linker::<_, Own>(&mut linker, |s| s)?;
     tools::add_to_linker::<_, Own>(&mut linker, |s| s)?;
+    advances::add_to_linker::<_, Own>(&mut linker, |s| s)?;
+    subscriptions::add_to_linker::<_, Own>(&mut linker, |s| s)?;
     Ok(linker)
 }
 

@@ -15,9 +15,11 @@
 //! - [`coord`], [`keys`]: the coordination service's settings and keys.
 //! - [`tools`]: the sandbox that runs the coordination service's tool
 //!   releases.
+//! - [`events`]: journal advances and the subscriptions of socket
+//!   connections.
 //! - [`server`]: listeners and graceful shutdown.
 //! - [`socket`]: the socket binding (`GET /v1/ws`) of a component that
-//!   exports `socket`; [`events`]: the subscription hub of its connections.
+//!   exports `socket`.
 //! - [`management`], [`metrics`]: the management listener.
 
 mod bindings;
@@ -177,6 +179,11 @@ async fn run(settings: Settings) -> Result<()> {
     )
     .map_err(|e| anyhow::anyhow!("open the key-value store: {e}"))?;
 
+    // One hub of subscriptions per process; the journal's announces reach
+    // it, and the followers of its advance stream, through the feed.
+    let hub = events::Hub::new(advance_source(&settings, &names)?);
+    let feed = events::Feed::new(Arc::clone(&hub), settings.advance_stream_lines as usize);
+
     // The remotes are reachable first, then each hosted service as it
     // starts (see `capabilities::Peers`).
     let peers = Arc::new(capabilities::Peers::default());
@@ -225,6 +232,8 @@ async fn run(settings: Settings) -> Result<()> {
             max_call_answer,
             body_read_timeout: Duration::from_millis(settings.body_read_timeout_ms),
             tools: runner.clone().filter(|_| plan.name == "coord"),
+            feed: Some(Arc::clone(&feed)).filter(|_| plan.name == "journal"),
+            hub: Some(Arc::clone(&hub)).filter(|_| plan.name == "coord"),
         });
         let service = Service::start(
             env,
@@ -306,11 +315,32 @@ async fn run(settings: Settings) -> Result<()> {
     shutdown_signal().await;
     tracing::info!("shutting down: finishing requests in flight");
     let _ = stop.send(true);
+    // The advance streams end, so their connections can close.
+    feed.close();
     for server in servers {
         let _ = server.await;
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Where this process's hub learns of journal advances: from the journal
+/// hosted here, from a remote journal's stream (`--journal-advances`), or
+/// from nowhere (subscriptions are then `unavailable`).
+fn advance_source(settings: &Settings, hosted: &[&str]) -> Result<events::Source> {
+    let journal_here = hosted.contains(&"journal");
+    Ok(match (&settings.journal_advances, journal_here) {
+        (Some(_), true) => anyhow::bail!(
+            "--journal-advances: the journal is hosted here; its advances need no stream"
+        ),
+        (Some(url), false) => events::Source::Remote(
+            events::follow::Follower::parse(url).context("--journal-advances")?,
+        ),
+        (None, true) => events::Source::Local,
+        (None, false) => events::Source::Absent(
+            "this deployment does not follow the journal's advances (--journal-advances)".into(),
+        ),
+    })
 }
 
 /// The tool runner with every `--coord-tool` release configured: a release

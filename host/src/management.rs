@@ -7,6 +7,7 @@
 //! | `GET /metrics` | Prometheus text: the service's requests, the key-value store's commits, the instance memory budget |
 //! | `GET /component` | `{service, digest}` of the component now loaded |
 //! | `POST /reload` | reloads the component from its file; `{service, digest}` |
+//! | `GET /advances` | the journal service only: its advances as they commit, one JSON line each (`events::feed`) |
 
 use crate::dispatch::{self, host_error, HttpResponse, ResponseBody};
 use crate::service::Service;
@@ -28,6 +29,7 @@ pub async fn serve(
         "/metrics" => ("GET", None),
         "/component" => ("GET", None),
         "/reload" => ("POST", None),
+        "/advances" if service.env.feed.is_some() => ("GET", None),
         _ => (
             "",
             Some(host_error(&service, 404, "not_found", "no such route")),
@@ -89,6 +91,15 @@ pub async fn serve(
             200,
             serde_json::json!({ "service": service.name, "digest": &*service.loaded().digest }),
         ),
+        "/advances" => {
+            let feed = service.env.feed.as_ref().expect("routed only with a feed");
+            let mut response = hyper::Response::new(ResponseBody::Streamed(feed.follow()));
+            response.headers_mut().insert(
+                "content-type",
+                HeaderValue::from_static("application/x-ndjson"),
+            );
+            identity_headers(&service, response)
+        }
         _ => match service.reload().await {
             Ok(digest) => {
                 tracing::info!(service = service.name, digest, "component reloaded");

@@ -157,6 +157,13 @@ pub fn stream(parts: Vec<Part>, depth: usize) -> Streamed {
     Streamed(rx)
 }
 
+/// A body streamed from whatever holds the sender, at most `depth` chunks
+/// ahead of the reader; it ends when the sender is dropped.
+pub fn channel(depth: usize) -> (Sender, Streamed) {
+    let (tx, rx) = mpsc::channel(depth.max(1));
+    (tx, Streamed(rx))
+}
+
 /// The receiving end of [`stream`]. An error ends the body early: the
 /// reader sees a broken transfer, never a short success.
 pub struct Streamed(mpsc::Receiver<std::io::Result<Bytes>>);
@@ -176,7 +183,7 @@ impl Body for Streamed {
     }
 }
 
-type Sender = mpsc::Sender<std::io::Result<Bytes>>;
+pub type Sender = mpsc::Sender<std::io::Result<Bytes>>;
 
 async fn produce(parts: Vec<Part>, tx: Sender) {
     for part in parts {

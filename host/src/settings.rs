@@ -159,6 +159,20 @@ pub struct Settings {
     #[arg(long = "remote", env = "LAB_REMOTE", value_delimiter = ',')]
     pub remotes: Vec<String>,
 
+    /// With the journal hosted elsewhere: the base URL of its management
+    /// listener (`http://10.0.0.2:8093`), whose `GET /advances` stream the
+    /// coordination service follows while subscriptions are open. Without
+    /// it, such a deployment refuses `subscribe` as `unavailable`.
+    #[arg(long, env = "LAB_JOURNAL_ADVANCES")]
+    pub journal_advances: Option<String>,
+
+    /// Advances one follower of the journal's `GET /advances` stream may
+    /// have unsent; past it the stream drops them and says so (a line
+    /// `{"lost": true}`), and the follower's subscriptions get a `gap`.
+    #[arg(long, env = "LAB_ADVANCE_STREAM_LINES", default_value_t = 4096,
+          value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+    pub advance_stream_lines: u64,
+
     /// Largest blob the bytes service accepts, in bytes.
     #[arg(long, env = "LAB_BLOB_CAP", default_value_t = 1 << 30)]
     pub blob_cap: u64,

@@ -850,6 +850,26 @@ pub fn provision_worker(mut body: Object) -> Result<ProvisionWorkerRequest, Refu
     })
 }
 
+/// The body of `subscribe` (WS.md decision 1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubscribeRequest {
+    /// The scope: labels below the world.
+    pub path: Vec<String>,
+    /// 0: the scope's journal; n: down to n levels below; none: every
+    /// descendant.
+    pub depth: Option<u64>,
+}
+
+pub fn subscribe(mut body: Object) -> Result<SubscribeRequest, Refusal> {
+    let path = path(&mut body, "path")?;
+    let depth = body.take_optional_u64("depth").map_err(shape)?;
+    if depth.is_some_and(|d| d > MAX_POSITION) {
+        return Err(Refusal::invalid("depth", "`depth` is beyond 2^53 - 1"));
+    }
+    body.finish().map_err(shape)?;
+    Ok(SubscribeRequest { path, depth })
+}
+
 pub fn retire_worker(mut body: Object) -> Result<RetireWorkerRequest, Refusal> {
     let operation_id = operation_id(&mut body)?;
     let project = label_of(&mut body, "project")?;

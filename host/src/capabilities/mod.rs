@@ -8,6 +8,7 @@ mod blobs;
 mod body;
 mod config;
 mod crypto;
+mod events;
 mod kv;
 mod services;
 mod tools;
@@ -43,6 +44,12 @@ pub struct ServiceEnv {
     pub body_read_timeout: std::time::Duration,
     /// The tool runner, for the coordination service only (`tools`).
     pub tools: Option<Arc<crate::tools::Runner>>,
+    /// Where the journal service's announces go (`advances`), for the
+    /// journal service only.
+    pub feed: Option<Arc<crate::events::Feed>>,
+    /// The process's subscriptions (`subscriptions`), for the coordination
+    /// service only.
+    pub hub: Option<Arc<crate::events::Hub>>,
 }
 
 /// Every service of the deployment by name: hosted here, or reached over

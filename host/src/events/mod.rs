@@ -1,51 +1,481 @@
-//! The subscription hub: which socket connections exist, and the
-//! subscription frames each has waiting.
+//! Subscriptions of socket connections to journal advances
+//! (`contracts/coordination/WS.md`, "Subscriptions"; design.md, "Events").
 //!
-//! Placeholder of the hub's API: connections are registered and named, and
-//! no subscription is ever open, so no frame is ever waiting.
+//! - [`Hub`]: one per process: every open subscription, by connection;
+//!   advances in, frames out.
+//! - [`Connection`]: one socket connection as the hub sees it (the seam
+//!   with the socket binding).
+//! - [`subscription`]: one subscription: scope, pending table, frames.
+//! - [`feed`]: the journal's side: where its announces go (this process's
+//!   hub, the followers of its management `GET /advances`).
+//! - [`follow`]: the coordination side of a split deployment: following a
+//!   remote journal's advance stream while subscriptions are open.
+//!
+//! The hub never waits on a client: `announce` only updates bounded
+//! pending tables under one short lock and wakes the connections' writers.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+pub mod feed;
+pub mod follow;
+#[cfg(test)]
+mod follow_tests;
+#[cfg(test)]
+mod journal_tests;
+#[cfg(test)]
+mod measure;
+pub mod subscription;
+#[cfg(test)]
+mod tests;
 
-/// Every socket connection of the process.
-#[derive(Default)]
+pub use feed::Feed;
+pub use subscription::{Journal, Reason, Scope};
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use subscription::{Highest, Named, Subscription};
+use tokio::sync::Notify;
+
+/// Subscriptions one connection may hold at once (WS.md decision 8).
+pub const SUBSCRIPTIONS_PER_CONNECTION: usize = 16;
+
+/// Journals whose latest announced cutoff the hub remembers (per
+/// generation, see [`subscription::Highest`]).
+const REMEMBERED_JOURNALS: usize = 1 << 16;
+
+/// Longest the expiry sweep sleeps without looking at the clock again (a
+/// wall clock may jump).
+const LONGEST_SWEEP_SLEEP: Duration = Duration::from_secs(60);
+
+/// One journal's advance, as the journal announces it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Advance {
+    pub journal: Journal,
+    pub cutoff: u64,
+}
+
+/// Why a subscription could not be opened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OpenError {
+    /// The connection holds [`SUBSCRIPTIONS_PER_CONNECTION`] already.
+    LimitExceeded,
+    /// The connection is gone or shut.
+    Closed,
+    /// Advances cannot be followed now.
+    Unavailable(String),
+}
+
+/// Where this process learns of the journal's advances.
+pub enum Source {
+    /// The journal is hosted here: its announces reach the hub directly.
+    Local,
+    /// The journal is hosted elsewhere and streams its advances.
+    Remote(follow::Follower),
+    /// Nothing: subscriptions cannot be opened (the message says why).
+    Absent(String),
+}
+
+/// Every open subscription of this process.
 pub struct Hub {
-    next: AtomicU64,
+    state: Mutex<State>,
+    /// Open subscriptions, read without the lock by `listening`.
+    open: AtomicUsize,
+    next_connection: AtomicU64,
+    source: Source,
+    /// Wakes the expiry sweep when a subscription opens.
+    schedule: Arc<Notify>,
+    /// Wakes a follower of a remote journal when the last subscription
+    /// ended.
+    idle: Arc<Notify>,
+}
+
+#[derive(Default)]
+struct State {
+    connections: HashMap<u64, Peer>,
+    highest: Option<Highest>,
+    /// Whether a follower of the remote journal's stream runs, and which.
+    following: Option<u64>,
+}
+
+/// A connection's side of the hub.
+struct Peer {
+    notify: Arc<Notify>,
+    subscriptions: Vec<Subscription>,
+    /// Frames of subscriptions that ended, in order.
+    outbox: Vec<String>,
+    shut: bool,
+}
+
+impl Peer {
+    fn has_frames(&self) -> bool {
+        !self.outbox.is_empty() || self.subscriptions.iter().any(Subscription::has_frames)
+    }
 }
 
 /// One socket connection as the hub sees it. Created by the socket module
-/// when a connection is accepted; dropped when it ends.
+/// when a connection is accepted; dropped when it ends (its subscriptions
+/// end silently, no frame).
 pub struct Connection {
     id: u64,
+    hub: Arc<Hub>,
+    notify: Arc<Notify>,
 }
 
 impl Hub {
-    /// Registers a connection; its `id()` is passed to the component's `call`.
+    /// A hub fed by `source`, with its expiry sweep running on the current
+    /// runtime for as long as the hub lives.
+    pub fn new(source: Source) -> Arc<Hub> {
+        let hub = Arc::new(Hub {
+            state: Mutex::new(State {
+                highest: Some(Highest::new(REMEMBERED_JOURNALS)),
+                ..State::default()
+            }),
+            open: AtomicUsize::new(0),
+            next_connection: AtomicU64::new(1),
+            source,
+            schedule: Arc::new(Notify::new()),
+            idle: Arc::new(Notify::new()),
+        });
+        tokio::spawn(sweep(Arc::downgrade(&hub), Arc::clone(&hub.schedule)));
+        hub
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Registers a connection; its `id()` is passed to the component's
+    /// `call`.
     pub fn connect(self: &Arc<Self>) -> Arc<Connection> {
-        let id = self.next.fetch_add(1, Ordering::Relaxed) + 1;
-        Arc::new(Connection { id })
+        let id = self.next_connection.fetch_add(1, Ordering::Relaxed);
+        let notify = Arc::new(Notify::new());
+        self.lock().connections.insert(
+            id,
+            Peer {
+                notify: Arc::clone(&notify),
+                subscriptions: Vec::new(),
+                outbox: Vec::new(),
+                shut: false,
+            },
+        );
+        Arc::new(Connection {
+            id,
+            hub: Arc::clone(self),
+            notify,
+        })
+    }
+
+    /// Whether any subscription is open (one atomic load).
+    pub fn listening(&self) -> bool {
+        self.open.load(Ordering::Relaxed) > 0
+    }
+
+    /// Opens subscription `id` on `connection`.
+    pub async fn open(
+        self: &Arc<Self>,
+        connection: u64,
+        id: String,
+        scope: Scope,
+        expires_at: u64,
+        grants: Vec<String>,
+    ) -> Result<(), OpenError> {
+        let subscription = Subscription::new(id, scope, expires_at, grants);
+        match &self.source {
+            Source::Local => self.insert(connection, subscription, None),
+            Source::Absent(why) => Err(OpenError::Unavailable(why.clone())),
+            Source::Remote(follower) => follower.open(self, connection, subscription).await,
+        }
+    }
+
+    /// Checks that `connection` may open one more subscription.
+    fn admissible(state: &State, connection: u64) -> Result<(), OpenError> {
+        match state.connections.get(&connection) {
+            None => Err(OpenError::Closed),
+            Some(peer) if peer.shut => Err(OpenError::Closed),
+            Some(peer) if peer.subscriptions.len() >= SUBSCRIPTIONS_PER_CONNECTION => {
+                Err(OpenError::LimitExceeded)
+            }
+            Some(_) => Ok(()),
+        }
+    }
+
+    /// Adds the subscription. For a remote journal: `start` is the
+    /// generation of a follower just started (recorded under the same lock
+    /// that adds the subscription, so it cannot stop before); without it a
+    /// follower must be running (checked under the lock it stops under).
+    fn insert(
+        &self,
+        connection: u64,
+        subscription: Subscription,
+        start: Option<u64>,
+    ) -> Result<(), OpenError> {
+        let mut state = self.lock();
+        Self::admissible(&state, connection)?;
+        if state.connections[&connection]
+            .subscriptions
+            .iter()
+            .any(|s| s.id == subscription.id)
+        {
+            return Err(OpenError::Unavailable(
+                "the subscription ID is taken on this connection".into(),
+            ));
+        }
+        match (&self.source, start) {
+            (Source::Remote(_), Some(generation)) => state.following = Some(generation),
+            (Source::Remote(_), None) if state.following.is_none() => {
+                return Err(OpenError::Unavailable(
+                    "the journal's advance stream ended".into(),
+                ))
+            }
+            _ => {}
+        }
+        let peer = state.connections.get_mut(&connection).expect("admissible");
+        peer.subscriptions.push(subscription);
+        self.open.fetch_add(1, Ordering::Relaxed);
+        drop(state);
+        self.schedule.notify_one();
+        Ok(())
+    }
+
+    /// Closes `id` of `connection` with `unsubscribed`, its `closed` frame
+    /// queued; false when the connection holds no such subscription.
+    pub fn close(&self, connection: u64, id: &str) -> bool {
+        let mut state = self.lock();
+        let Some(peer) = state.connections.get_mut(&connection) else {
+            return false;
+        };
+        let Some(i) = peer.subscriptions.iter().position(|s| s.id == id) else {
+            return false;
+        };
+        let subscription = peer.subscriptions.remove(i);
+        peer.outbox.push(subscription.closed(Reason::Unsubscribed));
+        peer.notify.notify_one();
+        self.ended(1);
+        true
+    }
+
+    /// Closes with `expired` every open subscription authorized through one
+    /// of `grants`.
+    pub fn revoke(&self, grants: &[String]) {
+        self.close_where(Reason::Expired, |s| {
+            s.grants.iter().any(|g| grants.contains(g))
+        });
+    }
+
+    /// Closes with `expired` every subscription whose `expires_at` is at or
+    /// before `now` (Unix seconds); answers the next expiry, if any.
+    pub fn expire(&self, now: u64) -> Option<u64> {
+        self.close_where(Reason::Expired, |s| s.expires_at <= now);
+        let state = self.lock();
+        state
+            .connections
+            .values()
+            .flat_map(|peer| peer.subscriptions.iter().map(|s| s.expires_at))
+            .min()
+    }
+
+    /// Closes every subscription `doomed` picks, with `reason`.
+    pub(super) fn close_where(&self, reason: Reason, doomed: impl Fn(&Subscription) -> bool) {
+        let mut state = self.lock();
+        let mut ended = 0;
+        for peer in state.connections.values_mut() {
+            let before = peer.subscriptions.len();
+            let mut kept = Vec::with_capacity(before);
+            for subscription in std::mem::take(&mut peer.subscriptions) {
+                if doomed(&subscription) {
+                    peer.outbox.push(subscription.closed(reason));
+                } else {
+                    kept.push(subscription);
+                }
+            }
+            peer.subscriptions = kept;
+            if peer.subscriptions.len() < before {
+                ended += before - peer.subscriptions.len();
+                peer.notify.notify_one();
+            }
+        }
+        self.ended(ended);
+    }
+
+    /// Counts `n` subscriptions ended (the lock held).
+    fn ended(&self, n: usize) {
+        if n > 0 && self.open.fetch_sub(n, Ordering::Relaxed) == n {
+            self.idle.notify_one();
+        }
+    }
+
+    /// Takes durable advances into the pending tables of the subscriptions
+    /// whose scopes cover them, and wakes their connections.
+    pub fn announce(&self, advances: &[Advance]) {
+        if !self.listening() {
+            return;
+        }
+        let mut state = self.lock();
+        let state = &mut *state;
+        let highest = state.highest.as_mut().expect("always set");
+        for advance in advances {
+            if !highest.advance(&advance.journal.space_id, advance.cutoff) {
+                continue;
+            }
+            let journal = &advance.journal;
+            let mut named = None;
+            for peer in state.connections.values_mut() {
+                let mut due = false;
+                for subscription in &mut peer.subscriptions {
+                    if subscription.scope.covers(&journal.root_id, &journal.path) {
+                        let named = named.get_or_insert_with(|| Named::new(journal.clone()));
+                        due |= subscription.offer(named, advance.cutoff);
+                    }
+                }
+                if due {
+                    peer.notify.notify_one();
+                }
+            }
+        }
+    }
+
+    /// Advances were lost on their way here: every subscription gets a
+    /// `gap`.
+    pub fn lose_all(&self) {
+        let mut state = self.lock();
+        for peer in state.connections.values_mut() {
+            let mut due = false;
+            for subscription in &mut peer.subscriptions {
+                due |= subscription.lose();
+            }
+            if due {
+                peer.notify.notify_one();
+            }
+        }
+    }
+
+    fn disconnect(&self, connection: u64) {
+        let mut state = self.lock();
+        if let Some(peer) = state.connections.remove(&connection) {
+            self.ended(peer.subscriptions.len());
+        }
+    }
+
+    /// Takes what the connection's subscriptions hold under the lock, and
+    /// writes the frames after releasing it: a connection's writer never
+    /// holds up an announce longer than the taking.
+    fn take_frames(&self, connection: u64) -> Vec<String> {
+        let (taken, ended) = {
+            let mut state = self.lock();
+            let Some(peer) = state.connections.get_mut(&connection) else {
+                return Vec::new();
+            };
+            let taken: Vec<_> = peer
+                .subscriptions
+                .iter_mut()
+                .filter_map(Subscription::take)
+                .collect();
+            (taken, std::mem::take(&mut peer.outbox))
+        };
+        let mut frames = Vec::new();
+        for taken in taken {
+            taken.write(&mut frames);
+        }
+        frames.extend(ended);
+        frames
+    }
+
+    fn has_frames(&self, connection: u64) -> bool {
+        self.lock()
+            .connections
+            .get(&connection)
+            .is_some_and(Peer::has_frames)
+    }
+
+    fn shut(&self, connection: u64) -> Vec<String> {
+        let mut state = self.lock();
+        let Some(peer) = state.connections.get_mut(&connection) else {
+            return Vec::new();
+        };
+        peer.shut = true;
+        let mut frames = std::mem::take(&mut peer.outbox);
+        let ended = peer.subscriptions.len();
+        for subscription in peer.subscriptions.drain(..) {
+            frames.push(subscription.closed(Reason::Shutdown));
+        }
+        self.ended(ended);
+        frames
     }
 }
 
 impl Connection {
-    /// Unique for the life of the process.
     pub fn id(&self) -> u64 {
         self.id
     }
 
-    /// Resolves when subscription frames are waiting (cancel-safe): never,
-    /// with no subscription.
+    /// Resolves when subscription frames are waiting (cancel-safe).
     pub async fn frames_waiting(&self) {
-        std::future::pending::<()>().await
+        loop {
+            let notified = self.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.hub.has_frames(self.id) {
+                return;
+            }
+            notified.await;
+        }
     }
 
-    /// The subscription frames to write now.
+    /// The subscription frames to write now (text of each), draining the
+    /// pending tables. Frames of one subscription are in order; a `closed`
+    /// frame is its last.
     pub fn take_frames(&self) -> Vec<String> {
-        Vec::new()
+        self.hub.take_frames(self.id)
     }
 
-    /// Shutdown: the `closed` frames of the open subscriptions.
+    /// Shutdown: closes every open subscription with `shutdown` and returns
+    /// their `closed` frames (after any frame still queued); later opens
+    /// answer `closed`.
     pub fn shut(&self) -> Vec<String> {
-        Vec::new()
+        self.hub.shut(self.id)
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.hub.disconnect(self.id);
+    }
+}
+
+/// The clock subscriptions expire by, in Unix seconds.
+pub fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs()
+}
+
+/// Closes subscriptions as their `expires_at` comes, for as long as the
+/// hub lives: sleeps until the earliest expiry or until a subscription
+/// opens.
+async fn sweep(hub: Weak<Hub>, schedule: Arc<Notify>) {
+    loop {
+        let next = match hub.upgrade() {
+            Some(hub) => hub.expire(unix_now()),
+            None => return,
+        };
+        let wait = match next {
+            None => LONGEST_SWEEP_SLEEP,
+            Some(at) => {
+                UNIX_EPOCH
+                    .checked_add(Duration::from_secs(at))
+                    .map_or(LONGEST_SWEEP_SLEEP, |at| {
+                        at.duration_since(SystemTime::now())
+                            .unwrap_or_default()
+                            .min(LONGEST_SWEEP_SLEEP)
+                    })
+            }
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = schedule.notified() => {}
+        }
     }
 }

@@ -8,6 +8,7 @@
 //! - [`declare`]: `declare`, its admission and its replay.
 //! - [`views`]: `compose`, `query`, `explain`.
 //! - [`apply`]: `apply`: attempt, run, outputs, completion, attestation.
+//! - [`subscriptions`]: `subscribe`, `unsubscribe` (socket only).
 
 pub mod apply;
 pub mod content;
@@ -16,6 +17,7 @@ pub mod export;
 pub mod provision;
 pub mod publish;
 pub mod read;
+pub mod subscriptions;
 pub mod views;
 
 use crate::backend::CallError;

@@ -373,6 +373,9 @@ pub fn retire_worker(call: &mut Call<'_>, request: RetireWorkerRequest) -> Resul
     // provisioning issued, and every delegation derived from them, no
     // longer authorize. The principal's other grants are untouched.
     auth::revoke(&provisioned.grants, record["entry"].to_string().as_bytes())?;
+    // Then the subscriptions those grants authorized close (`expired`: the
+    // grant that authorized them ended), once the revocation is durable.
+    lab_guest::lab::platform::subscriptions::revoke(&provisioned.grants);
     Ok(publish_result(record, created, replayed))
 }
 

@@ -7,6 +7,10 @@
 //! in order and the effective precondition (absent and null are one value,
 //! an explicit integer another). A replay answers the stored result with
 //! `replayed: true`, before any precondition is evaluated.
+//!
+//! A commit that advanced a journal is announced to the host (`advances`)
+//! once it is durable, and only when something listens; a replay or a
+//! refusal advanced nothing and announces nothing.
 
 use super::{entry_ref_json, existing_space, identity, space_json, space_ref_json, Answer};
 use crate::filter::predicate_key;
@@ -14,7 +18,7 @@ use crate::ids::SpaceId;
 use crate::refusal::Refusal;
 use crate::requests::{AppendRequest, CreateRequest, MAX_POSITION};
 use crate::store::{self, Origin, Receipt, ReceiptKind, SpaceRecord, Writes};
-use lab_guest::lab::platform::ids;
+use lab_guest::lab::platform::{advances, ids};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
@@ -84,13 +88,20 @@ pub fn create(request: CreateRequest) -> Answer {
     };
     let txn = store::write()?;
     let decided = decide_create(&txn, &request, &identity, parent, digest);
-    finish(&txn, decided)
+    finish(&txn, &identity, decided)
+}
+
+/// The journal a commit advanced: the space, its path and its new cutoff.
+struct Advanced {
+    space: SpaceId,
+    path: Vec<String>,
+    cutoff: u64,
 }
 
 /// What a mutation's transaction decided.
 enum Decided {
-    /// Write these and answer this result (201).
-    Commit(Writes, Value),
+    /// Write these, answer this result (201) and announce the advance.
+    Commit(Writes, Value, Advanced),
     /// Answer without writing (a replay).
     Settled(Answer),
 }
@@ -99,10 +110,15 @@ enum Decided {
 /// before its answer leaves: what it read may be another request's writes
 /// in the same group, not yet durable, and a replay, a refusal or a
 /// mismatch must never be answered from state a crash could still undo.
-fn finish(txn: &store::WriteTxn, decided: Result<Decided, Refusal>) -> Answer {
+fn finish(
+    txn: &store::WriteTxn,
+    identity: &store::Identity,
+    decided: Result<Decided, Refusal>,
+) -> Answer {
     match decided {
-        Ok(Decided::Commit(writes, result)) => {
+        Ok(Decided::Commit(writes, result, advanced)) => {
             writes.commit(txn)?;
+            announce(identity, advanced);
             Ok((201, result))
         }
         Ok(Decided::Settled(answer)) => {
@@ -114,6 +130,21 @@ fn finish(txn: &store::WriteTxn, decided: Result<Decided, Refusal>) -> Answer {
             Err(refusal)
         }
     }
+}
+
+/// Tells the host a durable commit advanced a journal, when anything
+/// listens (a subscription of this process, a follower of the advance
+/// stream); the host never makes the commit wait for a listener.
+fn announce(identity: &store::Identity, advanced: Advanced) {
+    if !advances::listening() {
+        return;
+    }
+    advances::announce(&[advances::Advance {
+        root_id: identity.root.to_string(),
+        space_id: advanced.space.to_string(),
+        path: advanced.path,
+        cutoff: advanced.cutoff,
+    }]);
 }
 
 fn decide_create(
@@ -151,6 +182,11 @@ fn decide_create(
         ));
     }
     let child = fresh_space_id();
+    let advanced = Advanced {
+        space: parent_id,
+        path: parent.path.clone(),
+        cutoff: position,
+    };
     let mut path = parent.path;
     path.push(request.key.clone());
     let fact = lab_values::creation_fact(&request.key, &child.to_string());
@@ -190,7 +226,7 @@ fn decide_create(
         &request.operation_id,
         &receipt,
     );
-    Ok(Decided::Commit(writes, result))
+    Ok(Decided::Commit(writes, result, advanced))
 }
 
 pub fn append(request: AppendRequest) -> Answer {
@@ -210,21 +246,22 @@ pub fn append(request: AppendRequest) -> Answer {
         .map(|fact| predicate_of(fact).map(|p| predicate_key(&p)))
         .collect::<Result<Vec<_>, _>>()?;
 
-    let identity = {
+    let (identity, record) = {
         let snapshot = store::read()?;
         let identity = identity(&snapshot)?;
-        existing_space(&snapshot, &identity, &request.space)?;
-        identity
+        let record = existing_space(&snapshot, &identity, &request.space)?;
+        (identity, record)
     };
     let txn = store::write()?;
-    let decided = decide_append(&txn, &request, &identity, &predicates, digest);
-    finish(&txn, decided)
+    let decided = decide_append(&txn, &request, &identity, record.path, &predicates, digest);
+    finish(&txn, &identity, decided)
 }
 
 fn decide_append(
     txn: &store::WriteTxn,
     request: &AppendRequest,
     identity: &store::Identity,
+    path: Vec<String>,
     predicates: &[[u8; 16]],
     digest: [u8; 32],
 ) -> Result<Decided, Refusal> {
@@ -268,7 +305,12 @@ fn decide_append(
         result: serde_json::to_vec(&result).expect("JSON serializes"),
     };
     writes.receipt(space, ReceiptKind::Append, &request.operation_id, &receipt);
-    Ok(Decided::Commit(writes, result))
+    let advanced = Advanced {
+        space,
+        path,
+        cutoff: last,
+    };
+    Ok(Decided::Commit(writes, result, advanced))
 }
 
 /// Provisions the hierarchy on the first start: root, root space, instance

@@ -1,0 +1,277 @@
+//! One subscription: its scope, its pending table and its frames
+//! (`contracts/coordination/WS.md`, "Subscriptions", decisions 4 and 7).
+
+use serde_json::json;
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+
+/// The contract date every subscription frame carries (the coordination
+/// service's).
+pub const CONTRACT: &str = "2026-09-19";
+
+/// Journals one subscription may have an event pending for (WS.md
+/// decision 4); an advance of another journal past it queues a `gap`.
+pub const PENDING_JOURNALS: usize = 1024;
+
+/// A journal, as advances and events name it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Journal {
+    pub root_id: String,
+    pub space_id: String,
+    /// The space's path from the journal root.
+    pub path: Vec<String>,
+}
+
+/// A journal that advanced, shared by the pending entries of every
+/// subscription it reached; the JSON of its space as frames show it is
+/// made once, not once per subscription.
+pub struct Named {
+    pub journal: Journal,
+    /// (hidden labels, the space's JSON with those labels left out)
+    shown: OnceLock<(usize, String)>,
+}
+
+impl Named {
+    pub fn new(journal: Journal) -> Arc<Named> {
+        Arc::new(Named {
+            journal,
+            shown: OnceLock::new(),
+        })
+    }
+
+    fn space_json(&self, hidden: usize) -> std::borrow::Cow<'_, str> {
+        let make = || space_json(&self.journal, hidden);
+        let (cached, text) = self.shown.get_or_init(|| (hidden, make()));
+        if *cached == hidden {
+            std::borrow::Cow::Borrowed(text)
+        } else {
+            std::borrow::Cow::Owned(make())
+        }
+    }
+}
+
+/// `{"root_id", "space_id", "path"}` with the first `hidden` labels of the
+/// path left out.
+fn space_json(journal: &Journal, hidden: usize) -> String {
+    json!({
+        "root_id": journal.root_id,
+        "space_id": journal.space_id,
+        "path": journal.path.get(hidden..).unwrap_or_default(),
+    })
+    .to_string()
+}
+
+/// What a subscription watches.
+#[derive(Debug, Clone)]
+pub struct Scope {
+    /// Journal path of the scope's space, from the journal root.
+    pub prefix: Vec<String>,
+    /// 0: the scope's journal only; n: down to n levels below; none: all.
+    pub depth: Option<u32>,
+    /// Leading labels of a journal path left out of the paths frames carry
+    /// (the world's own path).
+    pub hidden: u32,
+    /// The scope's own space, which a `gap` names.
+    pub root_id: String,
+    pub space_id: String,
+}
+
+impl Scope {
+    /// Whether the journal at `path` of root `root_id` lies in the scope:
+    /// at or below the prefix, within the depth. A space created inside
+    /// the scope after the subscription opened is covered by the same
+    /// test, since paths never change.
+    pub fn covers(&self, root_id: &str, path: &[String]) -> bool {
+        root_id == self.root_id
+            && path.starts_with(&self.prefix)
+            && self
+                .depth
+                .is_none_or(|depth| (path.len() - self.prefix.len()) as u64 <= u64::from(depth))
+    }
+}
+
+/// What one subscription had pending, taken from it.
+pub struct Taken {
+    id: String,
+    hidden: usize,
+    events: Vec<(Arc<Named>, u64)>,
+    /// The scope's space, when a `gap` was pending.
+    gap: Option<Journal>,
+}
+
+impl Taken {
+    /// Appends its frames to `frames`: the events, then the gap.
+    pub fn write(self, frames: &mut Vec<String>) {
+        let id = serde_json::to_string(&self.id).expect("a string serializes");
+        for (named, cutoff) in &self.events {
+            frames.push(format!(
+                r#"{{"subscription":{id},"contract":"{CONTRACT}","event":{{"space":{},"cutoff":{cutoff}}}}}"#,
+                named.space_json(self.hidden)
+            ));
+        }
+        if let Some(space) = &self.gap {
+            frames.push(format!(
+                r#"{{"subscription":{id},"contract":"{CONTRACT}","gap":{{"space":{}}}}}"#,
+                space_json(space, self.hidden)
+            ));
+        }
+    }
+}
+
+/// Why a subscription ended (`closed.reason`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    Expired,
+    Unsubscribed,
+    Shutdown,
+    ScopeUnavailable,
+}
+
+impl Reason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::Expired => "expired",
+            Reason::Unsubscribed => "unsubscribed",
+            Reason::Shutdown => "shutdown",
+            Reason::ScopeUnavailable => "scope_unavailable",
+        }
+    }
+}
+
+/// An open subscription.
+///
+/// Invariants: at most [`PENDING_JOURNALS`] journals are pending, each at
+/// most once (a later advance replaces its cutoff, never a lower one); at
+/// most one `gap` is pending.
+pub struct Subscription {
+    pub id: String,
+    pub scope: Scope,
+    /// Unix seconds at which it closes with `expired`.
+    pub expires_at: u64,
+    /// Digests of the grants that authorized it.
+    pub grants: Vec<String>,
+    pending: Vec<(Arc<Named>, u64)>,
+    /// Index in `pending` by space ID.
+    at: HashMap<String, usize>,
+    gap: bool,
+    delivered: u64,
+}
+
+impl Subscription {
+    pub fn new(id: String, scope: Scope, expires_at: u64, grants: Vec<String>) -> Self {
+        Subscription {
+            id,
+            scope,
+            expires_at,
+            grants,
+            pending: Vec::new(),
+            at: HashMap::new(),
+            gap: false,
+            delivered: 0,
+        }
+    }
+
+    /// Takes the advance of `journal` to `cutoff` (which the scope covers)
+    /// into the pending table; true when a frame became due.
+    pub fn offer(&mut self, named: &Arc<Named>, cutoff: u64) -> bool {
+        if let Some(&i) = self.at.get(named.journal.space_id.as_str()) {
+            let pending = &mut self.pending[i].1;
+            if cutoff <= *pending {
+                return false;
+            }
+            *pending = cutoff;
+            return true;
+        }
+        if self.pending.len() >= PENDING_JOURNALS {
+            return self.lose();
+        }
+        self.at
+            .insert(named.journal.space_id.clone(), self.pending.len());
+        self.pending.push((Arc::clone(named), cutoff));
+        true
+    }
+
+    /// Records that an advance in scope was not kept: one `gap` pending.
+    /// True when it was not pending already.
+    pub fn lose(&mut self) -> bool {
+        !std::mem::replace(&mut self.gap, true)
+    }
+
+    pub fn has_frames(&self) -> bool {
+        self.gap || !self.pending.is_empty()
+    }
+
+    /// Takes what is pending, emptying the table (events taken count as
+    /// delivered); [`Taken::write`] makes the frames, outside the hub's
+    /// lock.
+    pub fn take(&mut self) -> Option<Taken> {
+        if !self.has_frames() {
+            return None;
+        }
+        self.at.clear();
+        let events = std::mem::take(&mut self.pending);
+        self.delivered += events.len() as u64;
+        let gap = std::mem::take(&mut self.gap).then(|| Journal {
+            root_id: self.scope.root_id.clone(),
+            space_id: self.scope.space_id.clone(),
+            path: self.scope.prefix.clone(),
+        });
+        Some(Taken {
+            id: self.id.clone(),
+            hidden: self.scope.hidden as usize,
+            events,
+            gap,
+        })
+    }
+
+    /// The subscription's last frame. What is still pending is dropped:
+    /// the client re-reads the scope anyway once it ends.
+    pub fn closed(self, reason: Reason) -> String {
+        json!({
+            "subscription": self.id,
+            "contract": CONTRACT,
+            "closed": { "reason": reason.as_str(), "delivered": self.delivered },
+        })
+        .to_string()
+    }
+}
+
+/// The highest cutoff announced per journal, so that an announce that
+/// arrives after a later one of the same journal (two commits racing from
+/// their commit to their announce) is dropped: the later cutoff covers it.
+///
+/// Bounded: two generations of at most `capacity` journals each; a journal
+/// is remembered for at least `capacity` announces of other journals,
+/// far longer than any commit takes to reach its announce.
+pub struct Highest {
+    current: HashMap<String, u64>,
+    previous: HashMap<String, u64>,
+    capacity: usize,
+}
+
+impl Highest {
+    pub fn new(capacity: usize) -> Self {
+        Highest {
+            current: HashMap::new(),
+            previous: HashMap::new(),
+            capacity: capacity.max(1),
+        }
+    }
+
+    /// Whether `cutoff` is later than every cutoff announced for the
+    /// journal so far; if so it is remembered.
+    pub fn advance(&mut self, space_id: &str, cutoff: u64) -> bool {
+        let known = self
+            .current
+            .get(space_id)
+            .or_else(|| self.previous.get(space_id));
+        if known.is_some_and(|&known| cutoff <= known) {
+            return false;
+        }
+        if self.current.len() >= self.capacity && !self.current.contains_key(space_id) {
+            self.previous = std::mem::take(&mut self.current);
+        }
+        self.current.insert(space_id.to_string(), cutoff);
+        true
+    }
+}
