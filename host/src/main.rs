@@ -276,8 +276,7 @@ async fn run(settings: Settings) -> Result<()> {
 
     let (stop, stopped) = watch::channel(false);
     let grace = Duration::from_secs(settings.shutdown_grace);
-    let hub = Arc::new(events::Hub::default());
-    let sockets = socket::Sockets::new(hub, settings.socket_frame_budget_bytes);
+    let sockets = socket::Sockets::new(Arc::clone(&hub), settings.socket_frame_budget_bytes);
     let mut servers = Vec::new();
     for (service, operations, management_listener) in listeners {
         let operations_service = Arc::clone(&service);

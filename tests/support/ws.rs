@@ -5,9 +5,9 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
-use tokio_tungstenite::tungstenite::{self, Message, WebSocket};
+use tungstenite::client::IntoClientRequest;
+use tungstenite::protocol::WebSocketConfig;
+use tungstenite::{Message, WebSocket};
 
 use super::coord::{nonce, now, Coord, Holder, Req};
 

@@ -132,6 +132,8 @@ pub struct Call<'a> {
     pub settings: Settings,
     pub world: World,
     pub carriage: Carriage,
+    /// The socket connection the call arrived on; none over HTTP.
+    pub connection: Option<u64>,
     principal: Option<Principal>,
     /// Which of the carriage's grants are revoked: looked up once a call,
     /// however often it authorizes.
@@ -282,7 +284,7 @@ fn operation(
         }
     };
     let carriage = lab_kit::header(request, "svc-auth").ok().flatten();
-    run(op, query, body, json_body, auth::carriage(carriage))
+    run(op, query, body, json_body, auth::carriage(carriage), None)
 }
 
 /// Everything after decoding, shared by both bindings: the settings, the
@@ -294,6 +296,7 @@ pub(crate) fn run(
     body: &IncomingBody,
     json_body: Vec<u8>,
     carriage: Result<Carriage, Refusal>,
+    connection: Option<u64>,
 ) -> Result<Reply, Refusal> {
     let handler = match op.serve {
         Serve::Query(handler) | Serve::Json { run: handler, .. } => handler,
@@ -309,6 +312,7 @@ pub(crate) fn run(
         settings,
         world,
         carriage,
+        connection,
         principal: None,
         revoked: std::cell::OnceCell::new(),
     };

@@ -35,6 +35,7 @@ pub enum Decoded {
     ViewQuery(QueryRequest),
     Explain(ExplainRequest),
     Apply(ApplyRequest),
+    Subscribe(SubscribeRequest),
 }
 
 /// Greatest original body of a `declare` request (request rule 2).
@@ -308,6 +309,7 @@ decoded_from! {
     ViewQuery(QueryRequest),
     Explain(ExplainRequest),
     Apply(ApplyRequest),
+    Subscribe(SubscribeRequest),
 }
 
 /// The body's strict decoding alone, as `op`'s row does it.

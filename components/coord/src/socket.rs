@@ -36,13 +36,13 @@ pub const MAX_FRAME: u64 = 68_157_440;
 const OPERATIONAL: &[&str] = &["livez", "healthz", "describe", "describe_file"];
 
 impl bindings::exports::lab::platform::socket::Guest for crate::Coord {
-    fn call(_connection: u64, frame: &IncomingBody) -> Vec<u8> {
-        reply_to(frame)
+    fn call(connection: u64, frame: &IncomingBody) -> Vec<u8> {
+        reply_to(connection, frame)
     }
 }
 
 /// The reply frame's text for the frame in `body`.
-fn reply_to(body: &IncomingBody) -> Vec<u8> {
+fn reply_to(connection: u64, body: &IncomingBody) -> Vec<u8> {
     let frame = match lab_kit::body::read_to_end(body, MAX_FRAME) {
         Ok(frame) => frame,
         Err(e) => {
@@ -51,7 +51,7 @@ fn reply_to(body: &IncomingBody) -> Vec<u8> {
         }
     };
     let id = envelope_id(&frame).unwrap_or_default();
-    reply_frame(&id, serve(&frame, body))
+    reply_frame(&id, serve(connection, &frame, body))
 }
 
 /// The reply envelope (`SocketReply.schema.json`): `created` for HTTP's
@@ -110,7 +110,7 @@ struct Envelope {
 
 /// One call: decode, then the operation exactly as over HTTP. `body` is
 /// the frame, read to its end: no operation the socket carries reads it.
-fn serve(frame: &[u8], body: &IncomingBody) -> Result<Reply, Refusal> {
+fn serve(connection: u64, frame: &[u8], body: &IncomingBody) -> Result<Reply, Refusal> {
     let envelope = decode(frame)?;
     let op = operation(&envelope.op)?;
     let query = params::from_json(op, envelope.params)?;
@@ -130,7 +130,7 @@ fn serve(frame: &[u8], body: &IncomingBody) -> Result<Reply, Refusal> {
         None => Err(Refusal::Unverified("the call carries no `auth`".into())),
         Some(auth) => Carriage::from_json(auth).map_err(|why| Refusal::Unverified(why.to_string())),
     };
-    crate::run(op, query, body, json_body, carriage)
+    crate::run(op, query, body, json_body, carriage, Some(connection))
 }
 
 /// The envelope's members, strictly: strict JSON (a member repeated at any
@@ -188,9 +188,6 @@ fn operation(name: &str) -> Result<&'static Operation, Refusal> {
                 format!("`{name}` is not carried by the socket: use the HTTP binding"),
             ))
         }
-        // Served once subscriptions land.
-        "subscribe" => return Err(Refusal::NotImplemented("subscribe")),
-        "unsubscribe" => return Err(Refusal::NotImplemented("unsubscribe")),
         _ if OPERATIONAL.contains(&name) => {
             return Err(Refusal::invalid(
                 "op",
@@ -201,6 +198,7 @@ fn operation(name: &str) -> Result<&'static Operation, Refusal> {
     }
     table::OPERATIONS
         .iter()
+        .chain(table::SOCKET_OPERATIONS)
         .find(|o| o.name == name)
         .ok_or_else(|| Refusal::NotFound("no such operation".into()))
 }
@@ -245,10 +243,6 @@ mod tests {
             "invalid"
         );
         assert_eq!(refused(r#"{"id":"a","op":"fork"}"#).0, "not_found");
-        assert_eq!(
-            refused(r#"{"id":"a","op":"subscribe"}"#).0,
-            "not_implemented"
-        );
     }
 
     #[test]

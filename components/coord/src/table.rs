@@ -5,12 +5,12 @@
 //! handler are paired by type ([`json`]), so nothing dispatches on a
 //! name.
 
-use crate::ops::{content, export, json, read};
+use crate::ops::{content, export, json, read, subscriptions};
 use crate::refusal::Refusal;
 use crate::request::{
     ApplyRequest, AssignRequest, ComposeRequest, CreateArtifactRequest, CreateCampaignRequest,
     CreateProjectRequest, DeclareRequest, Decoded, ExplainRequest, ProvisionWorkerRequest,
-    PublishRequest, QueryRequest, RetireWorkerRequest,
+    PublishRequest, QueryRequest, RetireWorkerRequest, SubscribeRequest,
 };
 use crate::{Call, Reply};
 use lab_coord_auth::GrantKind;
@@ -267,6 +267,29 @@ pub const OPERATIONS: &[Operation] = &[
         params: &[PATH, ("cursor", P::Str, false)],
         body: B::None,
         serve: Serve::Query(export::export),
+    },
+];
+
+/// The socket-only operations (`WS.md`, "Subscriptions"): no route, so
+/// the HTTP binding never reaches them.
+pub const SOCKET_OPERATIONS: &[Operation] = &[
+    Operation {
+        name: "subscribe",
+        method: "",
+        route: &[],
+        grant: G::Read,
+        params: &[],
+        body: B::Json,
+        serve: json::<SubscribeRequest>(),
+    },
+    Operation {
+        name: "unsubscribe",
+        method: "",
+        route: &[],
+        grant: G::Read,
+        params: &[("subscription", P::Str, true)],
+        body: B::None,
+        serve: Serve::Query(subscriptions::unsubscribe),
     },
 ];
 

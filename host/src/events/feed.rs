@@ -105,6 +105,7 @@ impl Feed {
     }
 
     /// Streams open now.
+    #[cfg(test)]
     pub fn followers(&self) -> usize {
         self.streaming.load(Ordering::Relaxed)
     }

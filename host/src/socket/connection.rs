@@ -287,7 +287,13 @@ async fn write(
     loop {
         let frames = tokio::select! {
             out = outgoing.recv() => match out {
-                Some(Out::Text(text)) => vec![text],
+                // Subscription frames queued before a reply precede it:
+                // `unsubscribe`'s `closed` frame comes before its reply.
+                Some(Out::Text(text)) => {
+                    let mut frames = conn.take_frames();
+                    frames.push(text);
+                    frames
+                }
                 Some(Out::Close(code, reason)) => {
                     let close = CloseFrame { code, reason: reason.into() };
                     let _ = tokio::time::timeout(

@@ -27,7 +27,7 @@ use crate::refusal::Refusal;
 use crate::request::{
     self, ApplyRequest, AssignRequest, ComposeRequest, CreateArtifactRequest,
     CreateCampaignRequest, CreateProjectRequest, DeclareRequest, Decoded, ExplainRequest,
-    ProvisionWorkerRequest, PublishRequest, QueryRequest, RetireWorkerRequest,
+    ProvisionWorkerRequest, PublishRequest, QueryRequest, RetireWorkerRequest, SubscribeRequest,
 };
 use crate::table::Serve;
 use crate::world::World;
@@ -110,6 +110,7 @@ json_operations! {
     QueryRequest => request::query, views::query;
     ExplainRequest => request::explain, views::explain;
     ApplyRequest => request::apply, apply::apply;
+    SubscribeRequest => request::subscribe, subscriptions::subscribe;
 }
 
 /// A read of a journal refused: `invalid` keeps its field (a cutoff inside

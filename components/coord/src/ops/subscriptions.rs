@@ -24,11 +24,15 @@ fn fresh_id() -> String {
     format!("sub_{}", hex::encode(ids::random_bytes(16)))
 }
 
-pub fn subscribe(
-    connection: u64,
-    call: &mut Call<'_>,
-    request: SubscribeRequest,
-) -> Result<Reply, Refusal> {
+/// The socket connection of a call; none over HTTP, which has no route
+/// to these operations.
+fn connection(call: &Call<'_>) -> Result<u64, Refusal> {
+    call.connection
+        .ok_or_else(|| Refusal::Internal("a socket-only operation outside a socket".into()))
+}
+
+pub fn subscribe(call: &mut Call<'_>, request: SubscribeRequest) -> Result<Reply, Refusal> {
+    let connection = connection(call)?;
     call.authenticate()?;
     // Authorized before the path is resolved: `denied` never depends on
     // whether the scope exists (request rule 10).
@@ -68,7 +72,8 @@ pub fn subscribe(
     ))
 }
 
-pub fn unsubscribe(connection: u64, call: &mut Call<'_>) -> Result<Reply, Refusal> {
+pub fn unsubscribe(call: &mut Call<'_>) -> Result<Reply, Refusal> {
+    let connection = connection(call)?;
     call.authenticate()?;
     let id = call
         .query
