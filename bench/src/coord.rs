@@ -122,6 +122,7 @@ const APPLY_TARGET: f64 = 3.0;
 const PUBLISHER_SEED: [u8; 32] = [7; 32];
 
 /// Where the services listen, and labd's process and data.
+#[derive(Clone)]
 pub struct Target {
     /// The coordination service's operations listener.
     pub operations: SocketAddr,

@@ -13,6 +13,8 @@
 //!   cost.
 //! - [`socket`]: signed calls over the coordination service's socket
 //!   against the same over HTTP, and the memory of an idle socket.
+//! - [`events`]: subscriptions over that socket: event latency and the
+//!   journal's append rate with 1,000 subscriptions open.
 //! - [`tools`]: the start-up cost of a tool run, against a request that
 //!   runs nothing.
 //! - [`validator`]: the JSON Schema validator release's throughput in the
@@ -24,6 +26,7 @@
 
 mod client;
 mod coord;
+mod events;
 mod journal;
 mod labd;
 mod lmdb;
@@ -146,7 +149,8 @@ fn main() -> Result<()> {
                     pid: coord.pid,
                     data_dir: coord.data_dir.clone(),
                 };
-                rows.extend(socket::run(target, rps_time).await?);
+                rows.extend(socket::run(target.clone(), rps_time).await?);
+                rows.extend(events::run(target, rps_time).await?);
             }
             if selected(Service::Coord) {
                 rows.extend(coord::run(coord, threads).await?);

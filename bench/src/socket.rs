@@ -179,9 +179,9 @@ async fn http_client(
     Ok(done)
 }
 
-type Socket = tokio_tungstenite::WebSocketStream<TcpStream>;
+pub(crate) type Socket = tokio_tungstenite::WebSocketStream<TcpStream>;
 
-async fn open_socket(addr: SocketAddr) -> Result<Socket> {
+pub(crate) async fn open_socket(addr: SocketAddr) -> Result<Socket> {
     let stream = TcpStream::connect(addr).await?;
     stream.set_nodelay(true)?;
     let mut request = format!("ws://{addr}/v1/ws").into_client_request()?;
