@@ -10,20 +10,19 @@
 //! watches a journal of its own that nothing appends to: the hub's cost of
 //! holding subscriptions an append does not concern.
 
-use crate::coord::{secret_key, world, Target};
+use crate::coord::Target;
 use crate::journal::{self, Api};
 use crate::measure::{percent, progress, verdict, Row};
-use crate::socket::{open_socket, Socket};
+use crate::socket::{open_socket, unix_now, unix_now_nanos, Signer, Socket};
 use anyhow::{bail, ensure, Context, Result};
 use futures_util::{SinkExt, StreamExt};
 use lab_coord_auth::{
-    canonical_json, issue_grant, sign_request_facts, BodyDigest, Carriage, Grant, GrantFields,
-    GrantKind, Params, Principal, RequestFacts, SigningKey,
+    canonical_json, sign_request_facts, BodyDigest, Carriage, Params, RequestFacts,
 };
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_tungstenite::tungstenite::Message;
@@ -41,45 +40,31 @@ const ROUNDS: u32 = 3;
 /// How long an awaited event may take before the run fails.
 const EVENT_WAIT: Duration = Duration::from_secs(10);
 
-/// Signs `subscribe` calls, each with a fresh nonce.
-struct Signer {
-    audience: String,
-    key: SigningKey,
-    grants: Vec<Grant>,
-    prefix: u64,
-    next: AtomicU64,
-}
-
-impl Signer {
-    /// The envelope of `subscribe` to `path` (labels below the world, all
-    /// depths), with call ID `id`. Built by hand: the client's request
-    /// table keeps socket-only operations out.
-    fn subscribe(&self, id: &str, path: &Value) -> Result<Value> {
-        let body = json!({ "path": path });
-        let params = Params::new();
-        let facts = RequestFacts {
-            op: "subscribe",
-            params: &params,
-            body_digest: BodyDigest::of(&canonical_json(&body)),
-        };
-        let n = self.next.fetch_add(1, Ordering::Relaxed);
-        let nonce = format!("e{:016x}{n:012}", self.prefix);
-        let proof = sign_request_facts(&self.key, &facts, &nonce, unix_now(), &self.audience)?;
-        Ok(json!({
-            "id": id,
-            "op": "subscribe",
-            "params": params.to_json()?,
-            "auth": Carriage::new(proof, self.grants.clone()).to_json(),
-            "body": body,
-        }))
-    }
-}
-
-fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
+/// The envelope of `subscribe` to `path` (labels below the world, all
+/// depths), with call ID `id`. Built by hand: the client's request table
+/// keeps socket-only operations out.
+fn subscribe_envelope(signer: &Signer, id: &str, path: &Value) -> Result<Value> {
+    let body = json!({ "path": path });
+    let params = Params::new();
+    let facts = RequestFacts {
+        op: "subscribe",
+        params: &params,
+        body_digest: BodyDigest::of(&canonical_json(&body)),
+    };
+    let proof = sign_request_facts(
+        &signer.key,
+        &facts,
+        &signer.nonce(),
+        unix_now(),
+        &signer.audience,
+    )?;
+    Ok(json!({
+        "id": id,
+        "op": "subscribe",
+        "params": params.to_json()?,
+        "auth": Carriage::new(proof, signer.grants.clone()).to_json(),
+        "body": body,
+    }))
 }
 
 /// One event as received: its journal, its cutoff and when it arrived.
@@ -143,7 +128,7 @@ async fn subscribed(target: &Target, signer: &Signer, scopes: &[Value]) -> Resul
     let mut socket = open_socket(target.operations).await?;
     let count = scopes.len();
     for (i, scope) in scopes.iter().enumerate() {
-        let envelope = signer.subscribe(&format!("s{i}"), scope)?;
+        let envelope = subscribe_envelope(signer, &format!("s{i}"), scope)?;
         socket.send(Message::text(envelope.to_string())).await?;
     }
     let mut answered = 0;
@@ -205,13 +190,6 @@ async fn append(api: &mut Api, space: &Value, n: u64) -> Result<u64> {
     answer["cutoff"]
         .as_u64()
         .with_context(|| format!("append answered {answer}"))
-}
-
-fn unix_now_nanos() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0)
 }
 
 /// Latencies of `APPENDS` sequential appends to `space` (id `space_id`),
@@ -332,29 +310,7 @@ async fn append_load(target: &Target, spaces: &[Value], time: Duration) -> Resul
 
 pub async fn run(target: Target, round: Duration) -> Result<Vec<Row>> {
     progress("events: setup");
-    let world = world(target.operations).await?;
-    let key_file = target.data_dir.join("coord").join("root.key");
-    let text = std::fs::read_to_string(&key_file)
-        .with_context(|| format!("read {}", key_file.display()))?;
-    let root = SigningKey::from_bytes(&secret_key(&text)?);
-    let grant = issue_grant(
-        &root,
-        &world,
-        GrantFields {
-            principal: Principal::of(&root),
-            kind: GrantKind::Read,
-            path: Vec::new(),
-            valid_until: unix_now() + 3_600,
-        },
-        None,
-    )?;
-    let signer = Signer {
-        audience: format!("http://{}", target.operations),
-        key: root,
-        grants: vec![grant],
-        prefix: unix_now_nanos(),
-        next: AtomicU64::new(0),
-    };
+    let signer = Signer::root(&target).await?;
 
     // Journals below the world's space, created straight in the journal:
     // the first is timed for latency, all are appended to for throughput.
@@ -363,7 +319,7 @@ pub async fn run(target: Target, round: Duration) -> Result<Vec<Row>> {
     let resolved = api
         .call(
             "resolve",
-            &json!({ "root_id": ids.root, "path": ["worlds", world] }),
+            &json!({ "root_id": ids.root, "path": ["worlds", &signer.world] }),
             200,
         )
         .await?;

@@ -32,60 +32,84 @@ enum Binding {
     Socket,
 }
 
-/// Signs each call afresh (a proof is one attempt).
-struct Signer {
-    audience: String,
-    key: SigningKey,
-    grants: Vec<lab_coord_auth::Grant>,
+/// Signs each call afresh (a proof is one attempt) as the world's root,
+/// with a `read` grant on the whole world.
+pub(crate) struct Signer {
+    /// The world's name.
+    pub world: String,
+    pub audience: String,
+    pub key: SigningKey,
+    pub grants: Vec<lab_coord_auth::Grant>,
     prefix: u64,
     next: AtomicU64,
 }
 
 impl Signer {
-    fn carriage(&self, built: &Built) -> Result<Carriage> {
+    /// The development root key in `target`'s data directory, granting
+    /// itself `read` on the world for an hour.
+    pub(crate) async fn root(target: &Target) -> Result<Signer> {
+        let world = world(target.operations).await?;
+        let key_file = target.data_dir.join("coord").join("root.key");
+        let text = std::fs::read_to_string(&key_file)
+            .with_context(|| format!("read {}", key_file.display()))?;
+        let root = SigningKey::from_bytes(&secret_key(&text)?);
+        let grant = issue_grant(
+            &root,
+            &world,
+            GrantFields {
+                principal: Principal::of(&root),
+                kind: GrantKind::Read,
+                path: Vec::new(),
+                valid_until: unix_now() + 3_600,
+            },
+            None,
+        )?;
+        Ok(Signer {
+            world,
+            audience: format!("http://{}", target.operations),
+            key: root,
+            grants: vec![grant],
+            prefix: unix_now_nanos(),
+            next: AtomicU64::new(0),
+        })
+    }
+
+    /// A nonce no other call of this run carries.
+    pub(crate) fn nonce(&self) -> String {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
-        let nonce = format!("s{:016x}{n:012}", self.prefix);
-        let now = unix_now();
-        Ok(built.carriage(&self.key, self.grants.clone(), &nonce, now, &self.audience)?)
+        format!("s{:016x}{n:012}", self.prefix)
+    }
+
+    fn carriage(&self, built: &Built) -> Result<Carriage> {
+        let nonce = self.nonce();
+        Ok(built.carriage(
+            &self.key,
+            self.grants.clone(),
+            &nonce,
+            unix_now(),
+            &self.audience,
+        )?)
     }
 }
 
-fn unix_now() -> u64 {
+pub(crate) fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0)
 }
 
+pub(crate) fn unix_now_nanos() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
 pub async fn run(target: Target, round: Duration) -> Result<Vec<Row>> {
     progress("socket: setup");
     let addr = target.operations;
-    let world = world(addr).await?;
-    let key_file = target.data_dir.join("coord").join("root.key");
-    let text = std::fs::read_to_string(&key_file)
-        .with_context(|| format!("read {}", key_file.display()))?;
-    let root = SigningKey::from_bytes(&secret_key(&text)?);
-    let grant = issue_grant(
-        &root,
-        &world,
-        GrantFields {
-            principal: Principal::of(&root),
-            kind: GrantKind::Read,
-            path: Vec::new(),
-            valid_until: unix_now() + 3_600,
-        },
-        None,
-    )?;
-    let signer = Arc::new(Signer {
-        audience: format!("http://{addr}"),
-        key: root,
-        grants: vec![grant],
-        prefix: SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(0),
-        next: AtomicU64::new(0),
-    });
+    let signer = Arc::new(Signer::root(&target).await?);
     let built = Arc::new(Request::new("resolve")?.path(["projects"]).build()?);
 
     let mut rows = Vec::new();
