@@ -667,19 +667,6 @@ fn a_run_beyond_the_concurrent_runs_fails_naming_the_limit() {
     );
 }
 
-/// The tool runs the host started, from the coordination service's metrics.
-fn runs(labd: &Labd) -> u64 {
-    let metrics = labd.coord_management().get("/metrics");
-    assert_eq!(metrics.status, 200);
-    String::from_utf8(metrics.body)
-        .unwrap()
-        .lines()
-        .find_map(|l| l.strip_prefix("lab_tool_runs_total "))
-        .expect("the metrics count tool runs")
-        .parse()
-        .unwrap()
-}
-
 /// `application` at `projects/alpha/applications/<name>`, answered 201.
 fn apply_at(
     coord: &Coord,
@@ -708,7 +695,7 @@ fn a_deterministic_release_reuses_a_completed_application() {
     let (labd, coord) = start_with_tools("coord-apply-reuse", &[]);
     let input = coord.alpha();
     let publisher = coord.publisher();
-    assert_eq!(runs(&labd), 0);
+    assert_eq!(labd.tool_runs(), 0);
     let recipe = json!({ "mode": "all" });
     let text = |input: &Value| json!({ "text": input });
     let first = apply_at(
@@ -721,7 +708,7 @@ fn a_deterministic_release_reuses_a_completed_application() {
     );
     assert_eq!(first["outcome"], "completed");
     assert_eq!(first["reused"], Value::Null);
-    assert_eq!(runs(&labd), 1);
+    assert_eq!(labd.tool_runs(), 1);
 
     // Same release, occurrence and recipe: the earlier application answers.
     let second = apply_at(
@@ -736,7 +723,7 @@ fn a_deterministic_release_reuses_a_completed_application() {
     assert_eq!(second["reused"], first["attempt"]);
     assert_ne!(second["attempt"], first["attempt"]);
     assert_eq!(second["outputs"], first["outputs"]);
-    assert_eq!(runs(&labd), 1, "the reusing application ran nothing");
+    assert_eq!(labd.tool_runs(), 1, "the reusing application ran nothing");
 
     // Its leaf: its own attempt batch, then `produced` naming the earlier
     // output and the result; no output space of its own.
@@ -803,7 +790,7 @@ fn a_deterministic_release_reuses_a_completed_application() {
         other.clone(),
     );
     assert_eq!(recipe_run["reused"], Value::Null);
-    assert_eq!(runs(&labd), 2);
+    assert_eq!(labd.tool_runs(), 2);
     let copy = coord.artifact("projects/alpha/artifacts/a2", b"hello, world\n");
     assert_ne!(copy, input);
     let copy_run = apply_at(
@@ -816,7 +803,7 @@ fn a_deterministic_release_reuses_a_completed_application() {
     );
     assert_eq!(copy_run["reused"], Value::Null);
     assert_eq!(copy_run["outputs"], first["outputs"]);
-    assert_eq!(runs(&labd), 3);
+    assert_eq!(labd.tool_runs(), 3);
     // Each of those is reused in its turn.
     let recipe_again = apply_at(
         &coord,
@@ -827,7 +814,7 @@ fn a_deterministic_release_reuses_a_completed_application() {
         other,
     );
     assert_eq!(recipe_again["reused"], recipe_run["attempt"]);
-    assert_eq!(runs(&labd), 3);
+    assert_eq!(labd.tool_runs(), 3);
 }
 
 #[test]
@@ -855,7 +842,7 @@ fn a_non_deterministic_release_or_a_failed_run_is_never_reused() {
         );
         assert_eq!(answer["outcome"], "completed");
         assert_eq!(answer["reused"], Value::Null);
-        assert_eq!(runs(&labd), i as u64 + 1);
+        assert_eq!(labd.tool_runs(), i as u64 + 1);
     }
     // `hostile` is deterministic, but a failed application is never reused.
     for (i, name) in ["fail-1", "fail-2"].into_iter().enumerate() {
@@ -869,6 +856,6 @@ fn a_non_deterministic_release_or_a_failed_run_is_never_reused() {
         );
         assert_eq!(answer["outcome"], "failed");
         assert_eq!(answer["reused"], Value::Null);
-        assert_eq!(runs(&labd), i as u64 + 3);
+        assert_eq!(labd.tool_runs(), i as u64 + 3);
     }
 }

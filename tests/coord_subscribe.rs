@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use support::coord::{key, labels, nonce, now, Coord, Holder, Req, DAY};
 use support::{Client, Labd};
 use tungstenite::protocol::frame::coding::CloseCode;
-use tungstenite::{client::IntoClientRequest, Message, WebSocket};
+use tungstenite::{Message, WebSocket};
 
 /// How long a test waits for a frame it expects.
 const WAIT: Duration = Duration::from_secs(30);
@@ -33,19 +33,12 @@ struct Socket {
 
 impl Socket {
     fn open(coord: &Coord) -> Socket {
-        let stream = TcpStream::connect(coord.client.address).unwrap();
-        stream.set_read_timeout(Some(WAIT)).unwrap();
-        let mut request = format!("ws://{}/v1/ws", coord.client.address)
-            .into_client_request()
-            .unwrap();
-        request
-            .headers_mut()
-            .insert("sec-websocket-protocol", "coord".parse().unwrap());
-        let (ws, response) = tungstenite::client(request, stream).unwrap();
+        let connected = support::ws::connect(coord.client.address, Some("coord"));
         assert_eq!(
-            response.headers().get("lab-service").map(|v| v.as_bytes()),
+            connected.headers.get("lab-service").map(|v| v.as_bytes()),
             Some(&b"coord"[..])
         );
+        let ws = connected.socket;
         Socket {
             ws,
             audience: coord.audience.clone(),

@@ -481,20 +481,6 @@ fn looping(name: &str) -> Req {
     )
 }
 
-/// The tool runs the host started, from the service's metrics (the
-/// management listener needs no instance of the component).
-fn runs(labd: &Labd) -> u64 {
-    let metrics = labd.coord_management().get("/metrics");
-    assert_eq!(metrics.status, 200);
-    String::from_utf8(metrics.body)
-        .unwrap()
-        .lines()
-        .find_map(|l| l.strip_prefix("lab_tool_runs_total "))
-        .expect("the metrics count tool runs")
-        .parse()
-        .unwrap()
-}
-
 /// 32 calls in flight: the 33rd and a reused `id` are refused alone, and
 /// every held call is still answered. Then a shutdown with a call in
 /// flight: its reply first, then 1001.
@@ -517,7 +503,7 @@ fn in_flight_limits_and_shutdown() {
     coord.project("alpha");
     let mut ws = coord.socket();
     ws.send_json(&coord.envelope(&admin, &looping("run-1"), "loop"));
-    support::eventually("the looping run started", || runs(&labd) >= 1);
+    support::eventually("the looping run started", || labd.tool_runs() >= 1);
     let resolve = Req::read("resolve").path("projects/alpha");
     for i in 0..31 {
         ws.send_json(&coord.envelope(&admin, &resolve, &format!("r{i}")));
@@ -547,7 +533,7 @@ fn in_flight_limits_and_shutdown() {
 
     // Shutdown: the call in flight finishes, then 1001.
     ws.send_json(&coord.envelope(&admin, &looping("run-2"), "loop-2"));
-    support::eventually("the second looping run started", || runs(&labd) >= 2);
+    support::eventually("the second looping run started", || labd.tool_runs() >= 2);
     labd.terminate();
     let reply = ws.reply();
     assert_eq!(reply["id"], "loop-2", "{reply}");
@@ -585,7 +571,7 @@ fn the_frame_budget_holds_back_one_connection_only() {
         coord.envelope(&admin, &looping("run-1"), "loop"),
         3000,
     ));
-    support::eventually("the looping run started", || runs(&labd) >= 1);
+    support::eventually("the looping run started", || labd.tool_runs() >= 1);
     let running = coord.ok(&admin, &app, 200)["entries"]
         .as_array()
         .unwrap()

@@ -226,6 +226,21 @@ impl Labd {
         }
     }
 
+    /// The tool runs the host started, from the coordination service's
+    /// metrics (the management listener needs no instance of the
+    /// component).
+    pub fn tool_runs(&self) -> u64 {
+        let metrics = self.coord_management().get("/metrics");
+        assert_eq!(metrics.status, 200);
+        String::from_utf8(metrics.body)
+            .unwrap()
+            .lines()
+            .find_map(|l| l.strip_prefix("lab_tool_runs_total "))
+            .expect("the metrics count tool runs")
+            .parse()
+            .unwrap()
+    }
+
     /// Committed blob files in the blob store.
     pub fn committed_blobs(&self) -> usize {
         let Ok(fan_out) = std::fs::read_dir(self.blobs_dir().join("sha256")) else {
