@@ -60,16 +60,9 @@ impl Socket {
         };
         let proof = sign_request_facts(&who.key, &facts, &nonce(), now(), &self.audience).unwrap();
         self.next_id += 1;
-        let mut envelope = json!({
-            "id": format!("c{}", self.next_id),
-            "op": op,
-            "params": params.to_json().unwrap(),
-            "auth": Carriage::new(proof, who.grants.clone()).to_json(),
-        });
-        if let Some(body) = body {
-            envelope["body"] = body;
-        }
-        envelope
+        let id = format!("c{}", self.next_id);
+        let carriage = Carriage::new(proof, who.grants.clone());
+        lab_coord_client::envelope(&id, op, &params, body, &carriage).unwrap()
     }
 
     fn send(&mut self, envelope: &Value) {

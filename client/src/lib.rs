@@ -29,6 +29,6 @@ pub use crate::admission::{verify_admission, Check};
 pub use crate::attestation::verify_application;
 pub use crate::error::{BuildError, EnvelopeError};
 pub use crate::export::verify_export;
-pub use crate::request::{percent_encode, Built, Request};
+pub use crate::request::{envelope, percent_encode, Built, Request};
 pub use crate::table::{find, Answer, BodyKind, Operation, ParamKind, ParamSpec, OPERATIONS};
 pub use lab_coord_auth::{ParamValue, Params, HEADER};

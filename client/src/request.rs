@@ -251,26 +251,42 @@ impl Built {
         Ok(self)
     }
 
-    /// The call envelope (`SocketCall.schema.json`): `id`, `op`, `params`
-    /// typed per table (a path as an array of strings), the body as a JSON
-    /// member when there is one, and `carriage` as `auth`.
+    /// The call envelope of this request (see [`envelope`]).
     pub fn envelope(
         &self,
         id: &str,
         carriage: &Carriage,
     ) -> Result<serde_json::Value, EnvelopeError> {
-        let mut envelope = serde_json::json!({
-            "id": id,
-            "op": self.operation.name,
-            "params": self.params.to_json().map_err(EnvelopeError::Record)?,
-            "auth": carriage.to_json(),
-        });
-        if !self.body.is_empty() {
-            let body = serde_json::from_slice(&self.body).map_err(EnvelopeError::Body)?;
-            envelope["body"] = body;
-        }
-        Ok(envelope)
+        let body = if self.body.is_empty() {
+            None
+        } else {
+            Some(serde_json::from_slice(&self.body).map_err(EnvelopeError::Body)?)
+        };
+        envelope(id, self.operation.name, &self.params, body, carriage)
     }
+}
+
+/// The call envelope (`SocketCall.schema.json`): `id`, `op`, `params`
+/// typed per table (a path as an array of strings), `body` when there is
+/// one, and `carriage` as `auth`. The envelope of every socket call any of
+/// our clients sends is made here.
+pub fn envelope(
+    id: &str,
+    op: &str,
+    params: &Params,
+    body: Option<serde_json::Value>,
+    carriage: &Carriage,
+) -> Result<serde_json::Value, EnvelopeError> {
+    let mut envelope = serde_json::json!({
+        "id": id,
+        "op": op,
+        "params": params.to_json().map_err(EnvelopeError::Record)?,
+        "auth": carriage.to_json(),
+    });
+    if let Some(body) = body {
+        envelope["body"] = body;
+    }
+    Ok(envelope)
 }
 
 /// Percent-encodes every byte of `text`'s UTF-8 outside the unreserved
