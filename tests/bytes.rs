@@ -3,7 +3,13 @@
 #[path = "support/mod.rs"]
 mod support;
 
+#[path = "support/crash.rs"]
+mod crash;
+
+use crash::{crash_under_load, post_bytes, random_threshold, Crash, Crashable};
 use std::io::Write;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 use support::{eventually, name_of, pseudo_random, read_response, Labd};
 
 const CONTRACT: &str = "2026-09-10";
@@ -959,5 +965,86 @@ fn large_blobs_stream_through_without_buffering() {
     assert!(
         growth_mib < 48,
         "labd peak RSS grew {growth_mib} MiB: bodies are being buffered"
+    );
+}
+
+#[test]
+fn kill_9_keeps_every_acknowledged_blob() {
+    a_crash_keeps_every_acknowledged_blob(Crash::Kill9);
+}
+
+#[test]
+fn a_power_cut_keeps_every_acknowledged_blob() {
+    a_crash_keeps_every_acknowledged_blob(Crash::PowerCut);
+}
+
+/// Clients putting blobs until the crash; after it, every acknowledged
+/// blob reads back whole, and every blob file the store holds hashes to
+/// its name.
+fn a_crash_keeps_every_acknowledged_blob(crash: Crash) {
+    let mut labd = Crashable::start("blob-crash", &[], crash);
+    let address = labd.bytes().address;
+    let acknowledged = AtomicUsize::new(0);
+    let threshold = random_threshold(20, 80);
+    let watch = labd.watch();
+    let exchanges = Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for c in 0..8u64 {
+            let (acknowledged, watch, exchanges) = (&acknowledged, &watch, &exchanges);
+            scope.spawn(move || {
+                for n in 0u64.. {
+                    let seed = c << 32 | n;
+                    let bytes = pseudo_random(1 + (seed as usize * 7919) % (128 << 10), seed);
+                    let exchange = watch.exchange(address, &post_bytes("/v1/blobs", None, &bytes));
+                    let acked = exchange.answered(200).is_some();
+                    exchanges.lock().unwrap().push((bytes, exchange));
+                    if !acked {
+                        return;
+                    }
+                    acknowledged.fetch_add(1, Ordering::SeqCst);
+                }
+            });
+        }
+        crash_under_load(&mut labd, &acknowledged, threshold);
+    });
+    labd.restart();
+    let exchanges = exchanges.into_inner().unwrap();
+    let acked: Vec<&Vec<u8>> = exchanges
+        .iter()
+        .filter(|(_, e)| e.answered(200).is_some())
+        .map(|(bytes, _)| bytes)
+        .collect();
+    assert!(acked.len() >= threshold);
+    assert!(
+        exchanges.iter().any(|(_, e)| e.in_flight(200)),
+        "no put was in flight at the crash"
+    );
+    let client = labd.bytes();
+    for bytes in &acked {
+        let name = name_of(bytes);
+        let read = client.get(&format!("/v1/blobs/{name}"));
+        assert_eq!(read.status, 200, "{name} lost");
+        assert!(read.body == **bytes, "{name} torn");
+    }
+    // No torn blob anywhere, acknowledged or not, and no staging litter.
+    assert_eq!(labd.staging_files(), 0);
+    let mut files = 0;
+    for fan_out in std::fs::read_dir(labd.blobs_dir().join("sha256")).unwrap() {
+        for file in std::fs::read_dir(fan_out.unwrap().path()).unwrap() {
+            let file = file.unwrap();
+            let name = format!("sha256:{}", file.file_name().to_str().unwrap());
+            assert_eq!(
+                name_of(&std::fs::read(file.path()).unwrap()),
+                name,
+                "a torn blob"
+            );
+            files += 1;
+        }
+    }
+    let distinct: std::collections::HashSet<String> = acked.iter().map(|b| name_of(b)).collect();
+    assert!(
+        files >= distinct.len(),
+        "{files} blob files, {} acknowledged",
+        distinct.len()
     );
 }
