@@ -11,11 +11,14 @@ use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap, HashSet};
 #[path = "support/crash.rs"]
 mod crash;
+#[path = "support/swap.rs"]
+mod swap;
 
 use crash::{crash_under_load, post_bytes, random_threshold, Crash, Crashable};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
-use support::{Client, Labd, Response};
+use support::{name_of, Client, Labd, Response};
+use swap::{across_reload, HalfSent, SwapFiles};
 
 const CONTRACT: &str = "2026-09-12";
 const MAX_POSITION: u64 = 9_007_199_254_740_991;
@@ -2842,4 +2845,62 @@ fn a_crash_keeps_every_acknowledged_batch(crash: Crash) {
         }
     }
     assert_eq!(seen.len(), sent.len());
+}
+
+#[test]
+fn hot_swap_under_load_keeps_every_append() {
+    let files = SwapFiles::new("journal");
+    let labd = Labd::start(
+        "journal-swap",
+        &[
+            "--services",
+            "bytes,journal",
+            "--journal-component",
+            files.arg(),
+        ],
+    );
+    let j = Journal::new(&labd);
+    let before = j.client.get("/describe").json()["component"].clone();
+    let space = j.child(&j.root, "swap");
+    // An append open across the reload: half its body is sent before.
+    let held_facts = encoded(&[fact("held", vec![V::Int(0)])]);
+    let held_body =
+        json!({ "space": space, "facts": held_facts, "operation_id": op_id() }).to_string();
+    let held = HalfSent::start(
+        j.client.address,
+        &post_bytes("/v1/append", Some("application/json"), held_body.as_bytes()),
+        held_body.len(),
+    );
+    let appended = AtomicUsize::new(0);
+    let across = across_reload(
+        4,
+        |w, n| {
+            let facts = [fact("swap", vec![V::Int(w as i128), V::Int(n as i128)])];
+            let result = j.append(&space, &facts);
+            assert_eq!(result["first"], result["last"]);
+            appended.fetch_add(1, Ordering::SeqCst);
+        },
+        || files.swap(labd.journal_management()),
+    );
+    assert!(across.overlapping > 0 && across.after > 0, "{across:?}");
+    let finished = held.finish();
+    assert_eq!(
+        finished.status,
+        201,
+        "the append held across the reload: {}",
+        text_of(&finished)
+    );
+    let after = j.client.get("/describe").json()["component"].clone();
+    assert_eq!(after, name_of(&files.swapped));
+    assert_ne!(before, after);
+    // Every append is there once, each a whole batch, the held one too.
+    let (cutoff, entries) = j.read_all(&space, None, Some(128));
+    assert_eq!(positions(&entries), (1..=cutoff).collect::<Vec<_>>());
+    let mut facts = facts_of(&entries);
+    assert!(facts.contains(&held_facts[0]));
+    let count = facts.len();
+    facts.sort();
+    facts.dedup();
+    assert_eq!(facts.len(), count, "an append committed twice");
+    assert_eq!(count, appended.into_inner() + 1);
 }
