@@ -5,6 +5,8 @@ mod support;
 
 #[path = "support/crash.rs"]
 mod crash;
+#[path = "support/swap.rs"]
+mod swap;
 
 use crash::{crash_under_load, random_threshold, Crash, Crashable};
 use lab_coord_auth::{
@@ -16,7 +18,8 @@ use std::sync::Mutex;
 use support::coord::{
     key, labels, nonce, now, request_bytes, send_half, start, Coord, Holder, Req, DAY, WORLD,
 };
-use support::{Labd, Response};
+use support::{name_of, Labd, Response};
+use swap::{across_reload, HalfSent, SwapFiles};
 
 impl Coord {
     /// Retains `bytes` under a retained descriptor; returns (bytes, type).
@@ -1635,4 +1638,63 @@ fn more_refusals_of_the_operation_table() {
     coord
         .send(&admin, &Req::json("publish", &big))
         .assert_error(413, "limit_exceeded");
+}
+
+#[test]
+fn hot_swap_under_load_keeps_every_publish() {
+    let files = SwapFiles::new("coord");
+    let labd = Labd::start("coord-swap", &["--coord-component", files.arg()]);
+    let coord = Coord::new(&labd);
+    let management = labd.coord_management();
+    let before = management.get("/component").json()["digest"].clone();
+    let admin = coord.admin();
+    project(&coord, &admin, "alpha");
+    // A publish open across the reload: half its body is sent before.
+    let held_req = Req::json(
+        "publish",
+        &publish_body(
+            "held",
+            "projects/alpha/snapshots/held",
+            json!({ "held": true }),
+        ),
+    );
+    let header = coord.header(&admin, &held_req, now(), &nonce());
+    let held = HalfSent::start(
+        coord.client.address,
+        &request_bytes(&held_req, &header),
+        held_req.body().len(),
+    );
+    let published = AtomicUsize::new(0);
+    let across = across_reload(
+        4,
+        |w, n| {
+            let body = publish_body(
+                &format!("swap-{w}-{n}"),
+                &format!("projects/alpha/snapshots/s{w}"),
+                json!({ "n": n }),
+            );
+            coord.ok(&admin, &Req::json("publish", &body), 201);
+            published.fetch_add(1, Ordering::SeqCst);
+        },
+        || files.swap(management),
+    );
+    assert!(across.overlapping > 0 && across.after > 0, "{across:?}");
+    let finished = held.finish();
+    assert_eq!(
+        finished.status,
+        201,
+        "the publish held across the reload: {}",
+        String::from_utf8_lossy(&finished.body)
+    );
+    assert_eq!(
+        management.get("/component").json()["digest"],
+        name_of(&files.swapped)
+    );
+    assert_ne!(before, name_of(&files.swapped));
+    // Every publish is there once.
+    let mut records = entries_of(&coord, &admin, "projects/alpha/snapshots/held").len();
+    for w in 0..4 {
+        records += entries_of(&coord, &admin, &format!("projects/alpha/snapshots/s{w}")).len();
+    }
+    assert_eq!(records, published.into_inner() + 1);
 }
