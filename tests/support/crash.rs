@@ -32,7 +32,6 @@ pub enum Crash {
 
 /// A `labd` that can be crashed and restarted on the same state.
 pub struct Crashable {
-    crash: Crash,
     labd: Option<Labd>,
     mounted: Option<Mounted>,
     data_dir: PathBuf,
@@ -65,7 +64,6 @@ impl Crashable {
         let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
         let labd = Labd::start_in(data_dir.clone(), args.clone());
         Crashable {
-            crash,
             labd: Some(labd),
             mounted,
             data_dir,
