@@ -3,8 +3,17 @@
 #[path = "support/mod.rs"]
 mod support;
 
+#[path = "support/crash.rs"]
+mod crash;
+#[path = "support/swap.rs"]
+mod swap;
+
+use crash::{crash_under_load, post_bytes, random_threshold, Crash, Crashable};
 use std::io::Write;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 use support::{eventually, name_of, pseudo_random, read_response, Labd};
+use swap::{across_reload, HalfSent, SwapFiles};
 
 const CONTRACT: &str = "2026-09-10";
 
@@ -787,75 +796,52 @@ fn management_listener_reports_metrics_and_component() {
 
 #[test]
 fn hot_swap_keeps_serving() {
-    let dir = support::temp_dir("swap-component");
-    let path = dir.join("bytes.wasm");
-    let original = std::fs::read(support::built_component("bytes")).unwrap();
-    std::fs::write(&path, &original).unwrap();
-    let labd = Labd::start("swap", &["--bytes-component", path.to_str().unwrap()]);
+    let files = SwapFiles::new("bytes");
+    let labd = Labd::start("swap", &["--bytes-component", files.arg()]);
     let client = labd.bytes();
     let before = client.get("/describe").json()["component"].clone();
     let blob = client.put(b"swap");
-
-    // A different build: the same component with a custom section appended.
-    let mut swapped = original.clone();
-    let section_name = b"lab-test-build";
-    let payload = b"second";
-    swapped.push(0);
-    swapped.push((1 + section_name.len() + payload.len()) as u8);
-    swapped.push(section_name.len() as u8);
-    swapped.extend_from_slice(section_name);
-    swapped.extend_from_slice(payload);
-
-    let stop = std::sync::atomic::AtomicBool::new(false);
-    let served = std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..4)
-            .map(|_| {
-                scope.spawn(|| {
-                    let mut served = 0;
-                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                        let response = client.get(&format!("/v1/blobs/{blob}"));
-                        assert_eq!(response.status, 200);
-                        assert_eq!(response.body, b"swap");
-                        served += 1;
-                    }
-                    served
-                })
-            })
-            .collect();
-        std::fs::write(&path, &swapped).unwrap();
-        let reload = labd.bytes_management().post("/reload", None, b"");
-        assert_eq!(
-            reload.status,
-            200,
-            "{}",
-            String::from_utf8_lossy(&reload.body)
-        );
-        assert_eq!(reload.json()["digest"], name_of(&swapped));
-        // Keep the load on across the swap for a few more requests.
-        for _ in 0..20 {
-            assert_eq!(client.get(&format!("/v1/blobs/{blob}")).status, 200);
-        }
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        workers
-            .into_iter()
-            .map(|w| w.join().unwrap())
-            .sum::<usize>()
-    });
-    assert!(served > 0);
+    // A put open across the reload: half its body is sent before.
+    let held_bytes = pseudo_random(64 << 10, 77);
+    let held = HalfSent::start(
+        client.address,
+        &post_bytes("/v1/blobs", None, &held_bytes),
+        held_bytes.len(),
+    );
+    // Gets of a blob and puts of new ones, across the reload.
+    let across = across_reload(
+        4,
+        |w, n| {
+            let response = client.get(&format!("/v1/blobs/{blob}"));
+            assert_eq!(response.status, 200);
+            assert_eq!(response.body, b"swap");
+            client.put(&pseudo_random(1 + n % 4096, (w as u64) << 32 | n as u64));
+        },
+        || files.swap(labd.bytes_management()),
+    );
+    assert!(across.overlapping > 0 && across.after > 0, "{across:?}");
+    let finished = held.finish();
+    assert_eq!(finished.status, 200, "the put held across the reload");
+    assert_eq!(finished.json()["name"], name_of(&held_bytes));
+    assert_eq!(
+        client
+            .get(&format!("/v1/blobs/{}", name_of(&held_bytes)))
+            .body,
+        held_bytes
+    );
     let after = client.get("/describe").json()["component"].clone();
-    assert_eq!(after, name_of(&swapped));
+    assert_eq!(after, name_of(&files.swapped));
     assert_ne!(before, after);
 
     // A file that is not a component is refused and the old one keeps serving.
-    std::fs::write(&path, b"not wasm").unwrap();
+    std::fs::write(&files.path, b"not wasm").unwrap();
     labd.bytes_management()
         .post("/reload", None, b"")
         .assert_error(409, "reload_failed");
     assert_eq!(
         client.get("/describe").json()["component"],
-        name_of(&swapped)
+        name_of(&files.swapped)
     );
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]
@@ -959,5 +945,86 @@ fn large_blobs_stream_through_without_buffering() {
     assert!(
         growth_mib < 48,
         "labd peak RSS grew {growth_mib} MiB: bodies are being buffered"
+    );
+}
+
+#[test]
+fn kill_9_keeps_every_acknowledged_blob() {
+    a_crash_keeps_every_acknowledged_blob(Crash::Kill9);
+}
+
+#[test]
+fn a_power_cut_keeps_every_acknowledged_blob() {
+    a_crash_keeps_every_acknowledged_blob(Crash::PowerCut);
+}
+
+/// Clients putting blobs until the crash; after it, every acknowledged
+/// blob reads back whole, and every blob file the store holds hashes to
+/// its name.
+fn a_crash_keeps_every_acknowledged_blob(crash: Crash) {
+    let mut labd = Crashable::start("blob-crash", &[], crash);
+    let address = labd.bytes().address;
+    let acknowledged = AtomicUsize::new(0);
+    let threshold = random_threshold(20, 80);
+    let watch = labd.watch();
+    let exchanges = Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for c in 0..8u64 {
+            let (acknowledged, watch, exchanges) = (&acknowledged, &watch, &exchanges);
+            scope.spawn(move || {
+                for n in 0u64.. {
+                    let seed = c << 32 | n;
+                    let bytes = pseudo_random(1 + (seed as usize * 7919) % (128 << 10), seed);
+                    let exchange = watch.exchange(address, &post_bytes("/v1/blobs", None, &bytes));
+                    let acked = exchange.answered(200).is_some();
+                    exchanges.lock().unwrap().push((bytes, exchange));
+                    if !acked {
+                        return;
+                    }
+                    acknowledged.fetch_add(1, Ordering::SeqCst);
+                }
+            });
+        }
+        crash_under_load(&mut labd, &acknowledged, threshold);
+    });
+    labd.restart();
+    let exchanges = exchanges.into_inner().unwrap();
+    let acked: Vec<&Vec<u8>> = exchanges
+        .iter()
+        .filter(|(_, e)| e.answered(200).is_some())
+        .map(|(bytes, _)| bytes)
+        .collect();
+    assert!(acked.len() >= threshold);
+    assert!(
+        exchanges.iter().any(|(_, e)| e.in_flight(200)),
+        "no put was in flight at the crash"
+    );
+    let client = labd.bytes();
+    for bytes in &acked {
+        let name = name_of(bytes);
+        let read = client.get(&format!("/v1/blobs/{name}"));
+        assert_eq!(read.status, 200, "{name} lost");
+        assert!(read.body == **bytes, "{name} torn");
+    }
+    // No torn blob anywhere, acknowledged or not, and no staging litter.
+    assert_eq!(labd.staging_files(), 0);
+    let mut files = 0;
+    for fan_out in std::fs::read_dir(labd.blobs_dir().join("sha256")).unwrap() {
+        for file in std::fs::read_dir(fan_out.unwrap().path()).unwrap() {
+            let file = file.unwrap();
+            let name = format!("sha256:{}", file.file_name().to_str().unwrap());
+            assert_eq!(
+                name_of(&std::fs::read(file.path()).unwrap()),
+                name,
+                "a torn blob"
+            );
+            files += 1;
+        }
+    }
+    let distinct: std::collections::HashSet<String> = acked.iter().map(|b| name_of(b)).collect();
+    assert!(
+        files >= distinct.len(),
+        "{files} blob files, {} acknowledged",
+        distinct.len()
     );
 }

@@ -3,12 +3,23 @@
 
 mod support;
 
+#[path = "support/crash.rs"]
+mod crash;
+#[path = "support/swap.rs"]
+mod swap;
+
+use crash::{crash_under_load, random_threshold, Crash, Crashable};
 use lab_coord_auth::{
     issue_grant, issue_grant_unchecked, Grant, GrantFields, GrantKind, Principal,
 };
 use serde_json::{json, Value};
-use support::coord::{key, labels, nonce, now, start, try_send, Coord, Holder, Req, DAY, WORLD};
-use support::{Labd, Response};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use support::coord::{
+    key, labels, nonce, now, request_bytes, send_half, start, Coord, Holder, Req, DAY, WORLD,
+};
+use support::{name_of, Labd, Response};
+use swap::{across_reload, HalfSent, SwapFiles};
 
 impl Coord {
     /// Retains `bytes` under a retained descriptor; returns (bytes, type).
@@ -817,55 +828,103 @@ fn concurrent_identical_publishes_admit_one_record() {
 
 #[test]
 fn a_retry_after_kill_9_recovers_the_original_result() {
-    let (labd, coord) = start("coord-kill");
+    a_retry_after_a_crash_recovers_the_original_result(Crash::Kill9);
+}
+
+#[test]
+fn a_retry_after_a_power_cut_recovers_the_original_result() {
+    a_retry_after_a_crash_recovers_the_original_result(Crash::PowerCut);
+}
+
+/// One signed request a crash client sent, and what became of it.
+struct Sent {
+    req: Req,
+    acknowledged: Option<Value>,
+    in_flight: bool,
+}
+
+fn a_retry_after_a_crash_recovers_the_original_result(crash: Crash) {
+    let mut labd = Crashable::start("coord-crash", &[], crash);
+    let coord = Coord::new(&labd);
     let admin = coord.admin();
     project(&coord, &admin, "alpha");
     let (bytes, kind) = coord.retain(&admin, "projects/alpha", b"payload");
     let artifact = json!({ "bytes": bytes, "type": kind });
-    // Publishers and artifact creators in flight when labd is killed.
-    let requests: Vec<Req> = (0..24)
-        .map(|i| {
-            if i % 2 == 0 {
-                Req::json("publish", &publish_body(&format!("k-{i}"), &format!("projects/alpha/snapshots/s{}", i % 3), json!({ "i": i })))
-            } else {
-                let body = json!({ "operation_id": format!("k-{i}"), "path": labels(&format!("projects/alpha/artifacts/k{i}")), "artifact": artifact });
-                Req::json("create_artifact", &body)
-            }
-        })
-        .collect();
-    let (data_dir, acknowledged) = std::thread::scope(|scope| {
-        let handles: Vec<_> = requests
-            .iter()
-            .map(|req| {
-                let header = coord.header(&admin, req, now(), &nonce());
-                let address = coord.client.address;
-                scope.spawn(move || {
-                    let answer = try_send(address, req, &header).ok()?;
-                    (answer.status == 201).then(|| answer.json())
-                })
-            })
-            .collect();
-        // Let some finish and some be in flight, then kill.
-        support::eventually("a first admission", || {
-            handles.iter().any(|h| h.is_finished())
-        });
-        let data_dir = labd.kill();
-        let answers: Vec<Option<Value>> = handles.into_iter().map(|h| h.join().unwrap()).collect();
-        (data_dir, answers)
+    let request = |c: usize, n: usize| {
+        let id = format!("k-{c}-{n}");
+        if n.is_multiple_of(2) {
+            Req::json(
+                "publish",
+                &publish_body(
+                    &id,
+                    &format!("projects/alpha/snapshots/s{}", c % 3),
+                    json!({ "c": c, "n": n }),
+                ),
+            )
+        } else {
+            let body = json!({ "operation_id": id, "path": labels(&format!("projects/alpha/artifacts/{id}")), "artifact": artifact });
+            Req::json("create_artifact", &body)
+        }
+    };
+    // A publish certainly cut off: its body is half sent at the crash.
+    let cut_off = request(99, 0);
+    let header = coord.header(&admin, &cut_off, now(), &nonce());
+    let half_sent = send_half(coord.client.address, &cut_off, &header);
+    // Publishers and artifact creators until the crash.
+    let sent = Mutex::new(Vec::new());
+    let acknowledged = AtomicUsize::new(0);
+    let threshold = random_threshold(10, 60);
+    let watch = labd.watch();
+    std::thread::scope(|scope| {
+        for c in 0..6 {
+            let (coord, admin, sent, acknowledged, watch, request) =
+                (&coord, &admin, &sent, &acknowledged, &watch, &request);
+            scope.spawn(move || {
+                for n in 0.. {
+                    let req = request(c, n);
+                    let header = coord.header(admin, &req, now(), &nonce());
+                    let exchange =
+                        watch.exchange(coord.client.address, &request_bytes(&req, &header));
+                    let acked = exchange.answered(201).map(Response::json);
+                    let in_flight = exchange.in_flight(201);
+                    let stop = acked.is_none();
+                    sent.lock().unwrap().push(Sent {
+                        req,
+                        acknowledged: acked,
+                        in_flight,
+                    });
+                    if stop {
+                        return;
+                    }
+                    acknowledged.fetch_add(1, Ordering::SeqCst);
+                }
+            });
+        }
+        crash_under_load(&mut labd, &acknowledged, threshold);
     });
-    let labd = Labd::start_in(data_dir, Vec::new());
+    drop(half_sent);
+    let sent = sent.into_inner().unwrap();
+    assert!(
+        sent.iter().filter(|s| s.acknowledged.is_some()).count() >= threshold,
+        "requests were acknowledged before the crash"
+    );
+    assert!(
+        sent.iter().any(|s| s.in_flight),
+        "some request was in flight at the crash"
+    );
+    labd.restart();
     let coord = Coord::new(&labd);
-    for (req, acked) in requests.iter().zip(&acknowledged) {
-        let retried = coord.send(&admin, req);
+    for s in &sent {
+        let retried = coord.send(&admin, &s.req);
         assert!(
             retried.status == 200 || retried.status == 201,
             "{}",
             String::from_utf8_lossy(&retried.body)
         );
         let retried = retried.json();
-        if let Some(acked) = acked {
-            assert_eq!(retried["replayed"], true);
-            let member = if req.op() == "publish" {
+        if let Some(acked) = &s.acknowledged {
+            assert_eq!(retried["replayed"], true, "{} lost", s.req.op());
+            let member = if s.req.op() == "publish" {
                 "record"
             } else {
                 "content"
@@ -873,11 +932,15 @@ fn a_retry_after_kill_9_recovers_the_original_result() {
             assert_eq!(retried[member], acked[member]);
         }
     }
+    let retried = coord.send(&admin, &cut_off);
+    assert_eq!(retried.status, 201, "the cut-off request left no trace");
     // One record per operation ID, whatever was cut off.
     for leaf in 0..3 {
         let entries = entries_of(&coord, &admin, &format!("projects/alpha/snapshots/s{leaf}"));
-        let expected = requests
+        let expected = sent
             .iter()
+            .map(|s| &s.req)
+            .chain([&cut_off])
             .filter(|r| {
                 r.op() == "publish"
                     && String::from_utf8_lossy(&r.body())
@@ -1575,4 +1638,63 @@ fn more_refusals_of_the_operation_table() {
     coord
         .send(&admin, &Req::json("publish", &big))
         .assert_error(413, "limit_exceeded");
+}
+
+#[test]
+fn hot_swap_under_load_keeps_every_publish() {
+    let files = SwapFiles::new("coord");
+    let labd = Labd::start("coord-swap", &["--coord-component", files.arg()]);
+    let coord = Coord::new(&labd);
+    let management = labd.coord_management();
+    let before = management.get("/component").json()["digest"].clone();
+    let admin = coord.admin();
+    project(&coord, &admin, "alpha");
+    // A publish open across the reload: half its body is sent before.
+    let held_req = Req::json(
+        "publish",
+        &publish_body(
+            "held",
+            "projects/alpha/snapshots/held",
+            json!({ "held": true }),
+        ),
+    );
+    let header = coord.header(&admin, &held_req, now(), &nonce());
+    let held = HalfSent::start(
+        coord.client.address,
+        &request_bytes(&held_req, &header),
+        held_req.body().len(),
+    );
+    let published = AtomicUsize::new(0);
+    let across = across_reload(
+        4,
+        |w, n| {
+            let body = publish_body(
+                &format!("swap-{w}-{n}"),
+                &format!("projects/alpha/snapshots/s{w}"),
+                json!({ "n": n }),
+            );
+            coord.ok(&admin, &Req::json("publish", &body), 201);
+            published.fetch_add(1, Ordering::SeqCst);
+        },
+        || files.swap(management),
+    );
+    assert!(across.overlapping > 0 && across.after > 0, "{across:?}");
+    let finished = held.finish();
+    assert_eq!(
+        finished.status,
+        201,
+        "the publish held across the reload: {}",
+        String::from_utf8_lossy(&finished.body)
+    );
+    assert_eq!(
+        management.get("/component").json()["digest"],
+        name_of(&files.swapped)
+    );
+    assert_ne!(before, name_of(&files.swapped));
+    // Every publish is there once.
+    let mut records = entries_of(&coord, &admin, "projects/alpha/snapshots/held").len();
+    for w in 0..4 {
+        records += entries_of(&coord, &admin, &format!("projects/alpha/snapshots/s{w}")).len();
+    }
+    assert_eq!(records, published.into_inner() + 1);
 }

@@ -9,9 +9,16 @@ mod support;
 
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+#[path = "support/crash.rs"]
+mod crash;
+#[path = "support/swap.rs"]
+mod swap;
+
+use crash::{crash_under_load, post_bytes, random_threshold, Crash, Crashable};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
-use support::{eventually, Client, Labd, Response};
+use support::{name_of, Client, Labd, Response};
+use swap::{across_reload, HalfSent, SwapFiles};
 
 const CONTRACT: &str = "2026-09-12";
 const MAX_POSITION: u64 = 9_007_199_254_740_991;
@@ -2692,43 +2699,49 @@ struct Sent {
     body: Value,
     facts: Vec<String>,
     acknowledged: Option<(u64, u64)>,
+    in_flight: bool,
 }
 
 #[test]
 fn kill_9_keeps_every_acknowledged_batch() {
-    let labd = Labd::start("crash", &[]);
+    a_crash_keeps_every_acknowledged_batch(Crash::Kill9);
+}
+
+#[test]
+fn a_power_cut_keeps_every_acknowledged_batch() {
+    a_crash_keeps_every_acknowledged_batch(Crash::PowerCut);
+}
+
+fn a_crash_keeps_every_acknowledged_batch(crash: Crash) {
+    let mut labd = Crashable::start("crash", &[], crash);
     let j = Journal::new(&labd);
     let space = j.child(&j.root, "crash");
     let kept = j.create(&j.root, "kept");
-    let client = j.client;
+    let address = j.client.address;
     const CLIENTS: u64 = 8;
     let sent: Mutex<Vec<Sent>> = Mutex::new(Vec::new());
-    let stop = AtomicBool::new(false);
-    let acknowledged = AtomicU64::new(0);
-    let labd = std::thread::scope(|scope| {
+    let acknowledged = AtomicUsize::new(0);
+    let threshold = random_threshold(40, 200);
+    let watch = labd.watch();
+    std::thread::scope(|scope| {
         for c in 0..CLIENTS {
-            let (sent, stop, acknowledged, space) = (&sent, &stop, &acknowledged, &space);
+            let (sent, acknowledged, space, watch) = (&sent, &acknowledged, &space, &watch);
             scope.spawn(move || {
                 for n in 0u64.. {
-                    if stop.load(Ordering::SeqCst) {
-                        return;
-                    }
                     let size = (n % 4 + 1) as i128;
                     let facts: Vec<String> = (0..size)
                         .map(|k| b64(&fact("crash", vec![V::Int(c.into()), V::Int(n.into()), V::Int(k), V::Int(size)])))
                         .collect();
                     let body = json!({ "space": space, "facts": facts, "operation_id": format!("c{c}-{n}") });
-                    let outcome = client.try_post_json("/v1/append", &body.to_string());
-                    let acked = match &outcome {
-                        Ok(response) if response.status == 201 => {
-                            let result = response.json();
-                            Some((result["first"].as_u64().unwrap(), result["last"].as_u64().unwrap()))
-                        }
-                        _ => None,
-                    };
-                    let failed = acked.is_none();
-                    sent.lock().unwrap().push(Sent { body, facts, acknowledged: acked });
-                    if failed {
+                    let request = post_bytes("/v1/append", Some("application/json"), body.to_string().as_bytes());
+                    let exchange = watch.exchange(address, &request);
+                    let acked = exchange.answered(201).map(|response| {
+                        let result = response.json();
+                        (result["first"].as_u64().unwrap(), result["last"].as_u64().unwrap())
+                    });
+                    let in_flight = exchange.in_flight(201);
+                    sent.lock().unwrap().push(Sent { body, facts, acknowledged: acked, in_flight });
+                    if acked.is_none() {
                         // The service went away (or refused): this client stops.
                         return;
                     }
@@ -2736,16 +2749,16 @@ fn kill_9_keeps_every_acknowledged_batch() {
                 }
             });
         }
-        eventually("the clients have many acknowledged appends", || {
-            acknowledged.load(Ordering::SeqCst) >= 200
-        });
-        let labd = labd.kill_and_restart();
-        stop.store(true, Ordering::SeqCst);
-        labd
+        crash_under_load(&mut labd, &acknowledged, threshold);
     });
+    labd.restart();
     let j = Journal::new(&labd);
     let sent = sent.into_inner().unwrap();
-    assert!(sent.iter().filter(|s| s.acknowledged.is_some()).count() >= 200);
+    assert!(sent.iter().filter(|s| s.acknowledged.is_some()).count() >= threshold);
+    assert!(
+        sent.iter().any(|s| s.in_flight),
+        "no append was in flight at the crash"
+    );
 
     // The identity, the hierarchy and the creation survive.
     assert_eq!(
@@ -2832,4 +2845,62 @@ fn kill_9_keeps_every_acknowledged_batch() {
         }
     }
     assert_eq!(seen.len(), sent.len());
+}
+
+#[test]
+fn hot_swap_under_load_keeps_every_append() {
+    let files = SwapFiles::new("journal");
+    let labd = Labd::start(
+        "journal-swap",
+        &[
+            "--services",
+            "bytes,journal",
+            "--journal-component",
+            files.arg(),
+        ],
+    );
+    let j = Journal::new(&labd);
+    let before = j.client.get("/describe").json()["component"].clone();
+    let space = j.child(&j.root, "swap");
+    // An append open across the reload: half its body is sent before.
+    let held_facts = encoded(&[fact("held", vec![V::Int(0)])]);
+    let held_body =
+        json!({ "space": space, "facts": held_facts, "operation_id": op_id() }).to_string();
+    let held = HalfSent::start(
+        j.client.address,
+        &post_bytes("/v1/append", Some("application/json"), held_body.as_bytes()),
+        held_body.len(),
+    );
+    let appended = AtomicUsize::new(0);
+    let across = across_reload(
+        4,
+        |w, n| {
+            let facts = [fact("swap", vec![V::Int(w as i128), V::Int(n as i128)])];
+            let result = j.append(&space, &facts);
+            assert_eq!(result["first"], result["last"]);
+            appended.fetch_add(1, Ordering::SeqCst);
+        },
+        || files.swap(labd.journal_management()),
+    );
+    assert!(across.overlapping > 0 && across.after > 0, "{across:?}");
+    let finished = held.finish();
+    assert_eq!(
+        finished.status,
+        201,
+        "the append held across the reload: {}",
+        text_of(&finished)
+    );
+    let after = j.client.get("/describe").json()["component"].clone();
+    assert_eq!(after, name_of(&files.swapped));
+    assert_ne!(before, after);
+    // Every append is there once, each a whole batch, the held one too.
+    let (cutoff, entries) = j.read_all(&space, None, Some(128));
+    assert_eq!(positions(&entries), (1..=cutoff).collect::<Vec<_>>());
+    let mut facts = facts_of(&entries);
+    assert!(facts.contains(&held_facts[0]));
+    let count = facts.len();
+    facts.sort();
+    facts.dedup();
+    assert_eq!(facts.len(), count, "an append committed twice");
+    assert_eq!(count, appended.into_inner() + 1);
 }

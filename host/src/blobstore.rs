@@ -16,6 +16,7 @@
 //!    only read back (to be handed on, for example to the bytes service,
 //!    which names what it writes itself) and removed when it drops.
 
+use crate::durable::{self, sync_dir};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
@@ -73,8 +74,8 @@ impl BlobStore {
             staging: dir.join("staging"),
             open: Mutex::default(),
         };
-        fs::create_dir_all(&store.committed)?;
-        fs::create_dir_all(&store.staging)?;
+        durable::create_dir_all(&store.committed)?;
+        durable::create_dir_all(&store.staging)?;
         for entry in fs::read_dir(&store.staging)? {
             fs::remove_file(entry?.path())?;
         }
@@ -192,10 +193,7 @@ impl BlobWriter {
         let digest: Digest32 = self.hasher.clone().finalize().into();
         let target = self.store.path_of(&digest);
         let fan_out = target.parent().expect("blob paths have a parent");
-        if !fan_out.exists() {
-            fs::create_dir_all(fan_out)?;
-            sync_dir(&self.store.committed)?;
-        }
+        durable::create_dir_all(fan_out)?;
         let staging = self.staging.take().expect("a writer commits once");
         if let Err(e) = fs::rename(&staging, &target) {
             let _ = fs::remove_file(&staging);
@@ -281,10 +279,6 @@ impl BlobReader {
         }
         Ok(filled)
     }
-}
-
-fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
 }
 
 /// 16 unpredictable bytes from the OS.

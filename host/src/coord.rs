@@ -89,7 +89,10 @@ impl CoordSettings {
         settings: &Settings,
         blobs: &Arc<BlobStore>,
     ) -> Result<CoordSettings, CoordError> {
-        let mut values = vec![("world".to_string(), settings.coord_world.clone())];
+        let mut values = vec![
+            ("world".to_string(), settings.coord_world.clone()),
+            ("host-started".to_string(), host_started().to_string()),
+        ];
         let mut development_key = None;
         let issuer = match &settings.coord_root_key {
             Some(root) => {
@@ -313,6 +316,17 @@ fn store_component(
         writer.write(&chunk[..n]).map_err(stored)?;
     }
     writer.commit().map_err(stored)
+}
+
+/// The Unix second this process resolved its settings in, before any
+/// component prepared: the coordination service refuses proofs timestamped
+/// at or before it (contracts/coordination/AUTH.md, step 3). A reload
+/// happens within the same process, so it moves nothing.
+fn host_started() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs()
 }
 
 #[cfg(test)]

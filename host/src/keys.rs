@@ -9,7 +9,7 @@
 //! the directory fsynced; a crash leaves at most a stray temporary file.
 
 use ed25519_dalek::{SigningKey, VerifyingKey};
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -136,7 +136,7 @@ impl SecretKey {
     /// see the module's invariant.
     pub fn write(&self, path: &Path) -> Result<(), KeyError> {
         let dir = path.parent().unwrap_or(Path::new("."));
-        fs::create_dir_all(dir).map_err(io_error(dir))?;
+        crate::durable::create_dir_all(dir).map_err(io_error(dir))?;
         let staging = dir.join(format!(
             ".{}.{}.tmp",
             path.file_name().and_then(|n| n.to_str()).unwrap_or("key"),
@@ -151,7 +151,7 @@ impl SecretKey {
             file.write_all(self.file_text().as_bytes())?;
             file.sync_all()?;
             fs::rename(&staging, path)?;
-            File::open(dir)?.sync_all()
+            crate::durable::sync_dir(dir)
         })();
         if written.is_err() {
             let _ = fs::remove_file(&staging);

@@ -152,7 +152,8 @@ impl KvStore {
         map_size: usize,
         namespaces: &[&str],
     ) -> Result<(Arc<KvStore>, Vec<Namespace>), KvError> {
-        std::fs::create_dir_all(dir).map_err(|e| KvError::Storage(e.to_string()))?;
+        let io = |e: std::io::Error| KvError::Storage(e.to_string());
+        crate::durable::create_dir_all(dir).map_err(io)?;
         let mut options = EnvOpenOptions::new().read_txn_without_tls();
         options
             .map_size(map_size)
@@ -161,6 +162,8 @@ impl KvStore {
         // SAFETY: the environment is opened once per process (the host owns
         // the data directory) and never with conflicting flags.
         let env = unsafe { options.open(dir) }.map_err(storage)?;
+        // LMDB syncs its files, never the directory naming them.
+        crate::durable::sync_dir(dir).map_err(io)?;
         let mut txn = env.write_txn().map_err(storage)?;
         let mut dbs = Vec::new();
         for name in namespaces {

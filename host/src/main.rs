@@ -28,6 +28,7 @@ mod body;
 mod capabilities;
 mod coord;
 mod dispatch;
+mod durable;
 mod engine;
 mod events;
 mod keys;
@@ -81,7 +82,7 @@ struct Plan {
 }
 
 async fn run(settings: Settings) -> Result<()> {
-    std::fs::create_dir_all(&settings.data_dir)
+    durable::create_dir_all(&settings.data_dir)
         .with_context(|| format!("create the data directory {}", settings.data_dir.display()))?;
     let _data_dir_lock = lock_data_dir(&settings.data_dir)?;
     let cache = Some(

@@ -203,7 +203,6 @@ impl Service {
         let digest: Arc<str> = prepared.digest.into();
         let identity =
             identify_and_prepare(&self.engine, &self.env, &prepared.pre, &digest).await?;
-        into_a_later_second().await;
         self.install(Loaded {
             socket: socket_export(&prepared.pre),
             pre: prepared.pre,
@@ -297,9 +296,10 @@ fn new_store(
 
 /// Waits until the wall clock is in a later second than now.
 ///
-/// Invariant: a component never serves a request in the clock second its
-/// `prepare` ran in, so a component may refuse whatever is timestamped at
-/// or before the second it recorded in `prepare` without refusing anything
+/// Invariant: no component serves a request in the clock second its
+/// process started in (the start waits here after its last `prepare`), so
+/// a component may refuse whatever is timestamped at or before that second
+/// (the coordination service's `host-started`) without refusing anything
 /// a client signed after it started serving.
 pub async fn into_a_later_second() {
     let since_epoch = std::time::SystemTime::now()

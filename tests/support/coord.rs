@@ -308,12 +308,18 @@ pub fn try_send(
     header: &str,
 ) -> std::io::Result<Response> {
     use std::io::Write;
-    let built = req.built();
     let mut stream = std::net::TcpStream::connect(address)?;
     stream.set_read_timeout(Some(std::time::Duration::from_secs(60)))?;
-    stream.write_all(request_head(&built, header).as_bytes())?;
-    stream.write_all(&built.body)?;
+    stream.write_all(&request_bytes(req, header))?;
     super::try_read_response(&mut stream)
+}
+
+/// One signed request as bytes on the wire: head and body.
+pub fn request_bytes(req: &Req, header: &str) -> Vec<u8> {
+    let built = req.built();
+    let mut bytes = request_head(&built, header).into_bytes();
+    bytes.extend_from_slice(&built.body);
+    bytes
 }
 
 /// Projects, artifacts and applications, as the root's administrator.

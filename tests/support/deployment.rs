@@ -1,6 +1,7 @@
 //! A `labd` behind the test TLS terminator (`tls.rs`), reached at its
 //! external mount `https://127.0.0.1:<port>/api/operations` with `labd`'s
-//! audience set to that URL, and `labctl` run against it.
+//! audience set to that URL, or reached directly over http; and `labctl`
+//! run against it.
 //!
 //! For the `labctl` package's tests: `labd` comes from the workspace's
 //! target directory (`support::labd_binary`).
@@ -15,11 +16,12 @@ use serde_json::Value;
 use crate::support::{temp_dir, Labd};
 use crate::tls;
 
-/// A `labd` behind a terminator, and the files `labctl` needs.
+/// A `labd` (behind a terminator, or not), and the files `labctl` needs.
 pub struct Deployment {
-    _terminator: tls::Terminator,
+    terminator: Option<tls::Terminator>,
     pub labd: Labd,
-    /// `https://127.0.0.1:<port>/api/operations`.
+    /// `https://127.0.0.1:<port>/api/operations` behind the terminator,
+    /// `http://127.0.0.1:<port>` directly.
     pub base: String,
     pub dir: PathBuf,
     /// The root key `labd` made, and its grants of every kind but
@@ -84,12 +86,28 @@ pub fn json_out(output: &Output) -> Value {
 }
 
 impl Deployment {
+    /// `labd` behind the TLS terminator.
     pub fn start(name: &str) -> Deployment {
         let bound = tls::Bound::new();
         let base = bound.base();
         let labd = Labd::start(name, &["--coord-audience", &base]);
-        let upstream = labd.coord().address;
-        let terminator = bound.forward_to(upstream);
+        let terminator = bound.forward_to(labd.coord().address);
+        Deployment::around(name, labd, base, Some(terminator))
+    }
+
+    /// `labd` reached directly at its operations listener over http.
+    pub fn start_plain(name: &str) -> Deployment {
+        let labd = Labd::start(name, &[]);
+        let base = format!("http://{}", labd.coord().address);
+        Deployment::around(name, labd, base, None)
+    }
+
+    fn around(
+        name: &str,
+        labd: Labd,
+        base: String,
+        terminator: Option<tls::Terminator>,
+    ) -> Deployment {
         let dir = temp_dir(&format!("{name}-files"));
         let root_key = labd.data_dir.join("state/coord/root.key");
         let root = ok(labctl(&["principal", "--key", p(&root_key)]));
@@ -111,7 +129,7 @@ impl Deployment {
             ]));
         }
         Deployment {
-            _terminator: terminator,
+            terminator,
             labd,
             base,
             dir,
@@ -120,24 +138,21 @@ impl Deployment {
         }
     }
 
-    /// `args` with the deployment's https endpoint, the test CA, the root
-    /// key and its grants.
+    /// `args` with the deployment's endpoint, the test CA (for https),
+    /// the root key and its grants.
     pub fn args(&self, args: &[&str]) -> Vec<String> {
         let mut all: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-        for (name, value) in [
-            ("--endpoint", self.base.clone()),
-            ("--ca-file", p(&ca()).to_owned()),
-            ("--key", p(&self.root_key).to_owned()),
-            ("--grants", p(&self.grants).to_owned()),
-        ] {
-            all.push(name.into());
-            all.push(value);
+        all.extend(["--endpoint".into(), self.base.clone()]);
+        if self.terminator.is_some() {
+            all.extend(["--ca-file".into(), p(&ca()).to_owned()]);
         }
+        all.extend(["--key".into(), p(&self.root_key).to_owned()]);
+        all.extend(["--grants".into(), p(&self.grants).to_owned()]);
         all
     }
 
-    /// labctl `args` against the deployment's https endpoint, signed by
-    /// the root with its grants, trusting the test CA.
+    /// labctl `args` against the deployment's endpoint, signed by the root
+    /// with its grants (trusting the test CA, for https).
     pub fn call(&self, args: &[&str]) -> Output {
         self.call_with(args, b"")
     }

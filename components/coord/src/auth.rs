@@ -7,7 +7,7 @@ use crate::world::Settings;
 use lab_coord_auth::{
     AuthError, Authorization, Carriage, GrantKind, Principal, ReplayCache, RequestFacts,
 };
-use lab_guest::lab::platform::{clock, kv};
+use lab_guest::lab::platform::{clock, config, kv};
 
 /// `principal ‖ 0x00 ‖ nonce` → expiry (8 bytes, big-endian).
 const PAIRS: &str = "replay";
@@ -123,16 +123,28 @@ pub fn carriage(header: Option<&[u8]>) -> Result<Carriage, Refusal> {
     Carriage::from_header(header).map_err(|why| Refusal::Unverified(why.to_string()))
 }
 
-/// Records, durably, that the service starts now: proofs timestamped at
-/// or before this second are refused from now on. Called by `prepare`.
+/// Records, durably, that the service's host process started: proofs
+/// timestamped at or before that second are refused from now on. Called
+/// by `prepare`, at a start and at a reload; a reload runs in the same
+/// process, where no remembered pair was lost, so it records the same
+/// second and refuses nothing more. The recorded second never moves back.
 pub fn record_start() -> Result<(), String> {
-    let txn = kv::begin_write().map_err(|e| format!("store: {e:?}"))?;
+    let store = |e: kv::KvError| format!("store: {e:?}");
+    let host_started = config::get("host-started")
+        .and_then(|s| s.parse::<u64>().ok())
+        .unwrap_or_else(now);
+    let txn = kv::begin_write().map_err(store)?;
+    let recorded = txn
+        .get(BOOT.0, BOOT.1)
+        .map_err(store)?
+        .and_then(|b| <[u8; 8]>::try_from(b).ok())
+        .map_or(0, u64::from_be_bytes);
     txn.commit_with(&[kv::TableWrite {
         table: BOOT.0.into(),
         key: BOOT.1.to_vec(),
-        value: now().to_be_bytes().to_vec(),
+        value: host_started.max(recorded).to_be_bytes().to_vec(),
     }])
-    .map_err(|e| format!("store: {e:?}"))
+    .map_err(store)
 }
 
 /// The second the running service started at (recorded by `prepare`).
