@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use support::coord::{Coord, Req};
 use support::{pseudo_random, Client, Labd, Response};
 
 // --------------------------------------------------------------- helpers
@@ -254,6 +255,70 @@ fn the_map_grows_to_its_ceiling_then_refuses_writes_by_name_and_serves_reads() {
     assert_eq!(appended.status, 201, "{}", text(&appended));
     accepted.extend(more);
     assert_eq!(j.facts(&space), accepted);
+}
+
+/// The coordination service writes into the same store: past the ceiling
+/// its mutations are refused by name too, as its own answer, and its
+/// signed reads go on. A mutation of several journal writes may be cut
+/// after its first; sent again with its operation ID once there is room,
+/// it completes (the service's recovery, as after a crash).
+#[test]
+fn coordination_mutations_past_the_ceiling_are_unavailable_by_name() {
+    const CEILING: u64 = 4 << 20;
+    let map = |ceiling: u64| {
+        ["--lmdb-map-size", "1048576", "--lmdb-map-ceiling"]
+            .map(String::from)
+            .into_iter()
+            .chain([ceiling.to_string()])
+            .chain(["--storage-alarm-free-bytes", "0"].map(String::from))
+            .collect::<Vec<_>>()
+    };
+    let labd = Labd::start_in(support::temp_dir("coord-ceiling"), map(CEILING));
+    let coord = Coord::new(&labd);
+    let admin = coord.admin();
+    coord.project("alpha");
+    assert_eq!(storage_check(&coord.client), None);
+
+    let j = Journal::new(&labd);
+    let filler = j.child("filler");
+    let mut appended = 0;
+    let refused = loop {
+        assert!(appended < 400, "4 MiB never filled");
+        let response = j.append(
+            &filler,
+            &batch(4, 16 << 10, appended),
+            &format!("f-{appended}"),
+        );
+        if response.status != 201 {
+            break response;
+        }
+        appended += 1;
+    };
+    assert_no_room(&refused, "--lmdb-map-ceiling");
+
+    let beta = json!({ "operation_id": "project-beta", "label": "beta" });
+    let refused = coord.send(&admin, &Req::json("create_project", &beta));
+    assert_eq!(refused.header("lab-service"), Some("coord"));
+    assert_no_room(&refused, "--lmdb-map-ceiling");
+    let alarm = storage_check(&coord.client).expect("the coordination check stayed ok");
+    assert!(alarm.contains("--storage-alarm-map-percent"), "{alarm}");
+    let alpha = coord.ok(&admin, &Req::read("resolve").path("projects/alpha"), 200);
+    assert!(alpha["space"].is_object(), "{alpha}");
+
+    // A higher ceiling: `beta` sent again completes, organizers and all.
+    let labd = {
+        let dir = labd.kill();
+        Labd::start_in(dir, map(2 * CEILING))
+    };
+    let coord = Coord::new(&labd);
+    let admin = coord.admin();
+    let again = coord.send(&admin, &Req::json("create_project", &beta));
+    assert!(matches!(again.status, 200 | 201), "{}", text(&again));
+    for organizer in ["artifacts", "applications", "snapshots"] {
+        let path = format!("projects/beta/{organizer}");
+        let found = coord.ok(&admin, &Req::read("resolve").path(&path), 200);
+        assert!(found["space"].is_object(), "{path}: {found}");
+    }
 }
 
 // ------------------------------------------------------------ the disk
