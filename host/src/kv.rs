@@ -1048,4 +1048,77 @@ mod tests {
         assert_eq!(ns.store().map_use().size, 512 << 10);
         std::fs::remove_dir_all(dir).unwrap();
     }
+
+    /// One write larger than the room left below the ceiling: refused as
+    /// the map grows, then taken once it has grown enough.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_write_that_finds_the_map_full_below_its_ceiling_succeeds_once_it_grew() {
+        let (dir, ns) = open_with(
+            "regrow",
+            MapLimits {
+                initial: 256 << 10,
+                ceiling: 4 << 20,
+            },
+        );
+        let mut refusals = Vec::new();
+        for _ in 0..8 {
+            match fill(&ns, 0, 1, 768 << 10).await {
+                Ok(()) => break,
+                Err(KvError::Unavailable(message)) => refusals.push(message),
+                Err(e) => panic!("{e:?}"),
+            }
+        }
+        assert!(!refusals.is_empty(), "the first write fit");
+        for message in &refusals {
+            assert!(message.contains("is growing"), "{message}");
+            assert!(message.contains(CEILING_SETTING), "{message}");
+        }
+        let read = ns.read().await.unwrap();
+        assert_eq!(
+            read.get("t", &0u32.to_be_bytes()).unwrap(),
+            Some(vec![7; 768 << 10])
+        );
+        assert!(ns.store().map_use().size >= 1 << 20);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A read transaction open when the map must grow holds the growth
+    /// back (writes that need it are refused meanwhile), never the writer
+    /// for long; once it ends, the map grows and the write is taken.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn an_open_reader_delays_growth_without_stalling_writes() {
+        let (dir, ns) = open_with(
+            "reader",
+            MapLimits {
+                initial: 256 << 10,
+                ceiling: 4 << 20,
+            },
+        );
+        let reader = ns.read().await.unwrap();
+        let refused = fill(&ns, 0, 1, 512 << 10).await;
+        assert!(
+            matches!(refused, Err(KvError::Unavailable(_))),
+            "{refused:?}"
+        );
+        // Refused again while the reader stays: the writer gave up
+        // waiting for it, and does not wait again at once.
+        let again = fill(&ns, 0, 1, 512 << 10).await;
+        assert!(matches!(again, Err(KvError::Unavailable(_))), "{again:?}");
+        assert_eq!(ns.store().map_use().size, 256 << 10);
+        // A small write that fits is not held up by the pending growth.
+        fill(&ns, 1, 1, 1 << 10).await.unwrap();
+        drop(reader);
+        let started = Instant::now();
+        loop {
+            match fill(&ns, 0, 1, 512 << 10).await {
+                Ok(()) => break,
+                Err(KvError::Unavailable(_)) if started.elapsed() < Duration::from_secs(30) => {
+                    tokio::time::sleep(Duration::from_millis(50)).await
+                }
+                Err(e) => panic!("{e:?}"),
+            }
+        }
+        assert!(ns.store().map_use().size > 256 << 10);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
 }

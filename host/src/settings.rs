@@ -312,3 +312,42 @@ impl Settings {
         Ok(crate::kv::MapLimits { initial, ceiling })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(args: &[&str]) -> Result<(usize, usize), String> {
+        let settings = Settings::try_parse_from(["labd"].iter().chain(args)).unwrap();
+        settings.map_limits().map(|l| (l.initial, l.ceiling))
+    }
+
+    #[test]
+    fn the_map_size_is_where_it_starts_and_never_above_its_ceiling() {
+        assert_eq!(limits(&[]), Ok((1 << 30, 64 << 30)));
+        // The map size alone (the old single bound): the map starts there
+        // and grows to the default ceiling, or is its own ceiling when
+        // larger, so no deployment's map shrinks.
+        assert_eq!(
+            limits(&["--lmdb-map-size", "1048576"]),
+            Ok((1 << 20, 64 << 30))
+        );
+        let large = (128u64 << 30).to_string();
+        assert_eq!(
+            limits(&["--lmdb-map-size", &large]),
+            Ok((128 << 30, 128 << 30))
+        );
+        assert_eq!(
+            limits(&["--lmdb-map-ceiling", "4194304"]),
+            Ok((4 << 20, 4 << 20))
+        );
+        let refused = limits(&[
+            "--lmdb-map-size",
+            "8388608",
+            "--lmdb-map-ceiling",
+            "4194304",
+        ]);
+        let message = refused.unwrap_err();
+        assert!(message.contains("--lmdb-map-ceiling"), "{message}");
+    }
+}
