@@ -7,9 +7,9 @@
 //! Invariants:
 //! 1. A committed file is complete and durable: its bytes were fsynced before
 //!    the rename that published it, and the directory entry after.
-//! 2. A committed file is never modified: a commit links its staging file
-//!    under the blob's name only where no file is, and a repeated commit of
-//!    equal bytes leaves the one there.
+//! 2. A committed file is never modified: a commit renames its staging file
+//!    to the blob's name only where no file is, and a repeated commit of
+//!    equal bytes removes its staging file and leaves the one there.
 //! 3. A staging file never becomes visible under a blob name unless its writer
 //!    reached a clean end; an abandoned writer removes it, and a start removes
 //!    whatever a crash left behind.
@@ -18,7 +18,8 @@
 //!    which names what it writes itself) and removed when it drops.
 //! 5. [`BlobStore::totals`] counts the committed blobs and their bytes: a
 //!    start counts the files, and each commit that names a new blob adds it
-//!    (2 makes "new" exact under concurrent commits of equal bytes).
+//!    (the naming lock makes "new" exact under concurrent commits of equal
+//!    bytes).
 
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -67,6 +68,9 @@ pub struct BlobStore {
     committed: PathBuf,
     staging: PathBuf,
     open: Mutex<HashMap<Digest32, BlobReader>>,
+    /// Held from a commit's look at its name to its rename, so that of two
+    /// commits of equal bytes one names the blob (invariants 2 and 5).
+    naming: Mutex<()>,
     /// Committed blobs (invariant 5).
     count: AtomicU64,
     /// Their bytes together.
@@ -88,6 +92,7 @@ impl BlobStore {
             committed: dir.join("sha256"),
             staging: dir.join("staging"),
             open: Mutex::default(),
+            naming: Mutex::default(),
             count: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
         };
@@ -233,17 +238,28 @@ impl BlobWriter {
             sync_dir(&self.store.committed)?;
         }
         let staging = self.staging.take().expect("a writer commits once");
-        // A link, not a rename: it names the bytes only where nothing is
-        // named yet (invariant 2), and says whether this blob is new.
-        let linked = fs::hard_link(&staging, &target);
-        let _ = fs::remove_file(&staging);
-        match linked {
-            Ok(()) => {
+        let named = {
+            let _naming = self.store.naming.lock().unwrap();
+            match fs::symlink_metadata(&target) {
+                Ok(_) => Ok(false),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    fs::rename(&staging, &target).map(|()| true)
+                }
+                Err(e) => Err(e),
+            }
+        };
+        match named {
+            Ok(true) => {
                 sync_dir(fan_out)?;
                 self.store.add(self.size);
             }
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(e.into()),
+            Ok(false) => {
+                let _ = fs::remove_file(&staging);
+            }
+            Err(e) => {
+                let _ = fs::remove_file(&staging);
+                return Err(e.into());
+            }
         }
         Ok((digest, self.size))
     }
@@ -376,6 +392,30 @@ mod tests {
         let totals = Totals { count: 2, bytes: 8 };
         assert_eq!(store.totals(), totals);
         assert_eq!(BlobStore::open(&dir).unwrap().totals(), totals);
+        assert_eq!(fs::read_dir(dir.join("staging")).unwrap().count(), 0);
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn equal_bytes_committed_at_once_are_one_blob_counted_once() {
+        let dir = temp_dir("race");
+        let store = Arc::new(BlobStore::open(&dir).unwrap());
+        std::thread::scope(|scope| {
+            for _ in 0..8 {
+                scope.spawn(|| {
+                    let mut writer = store.writer(64).unwrap();
+                    writer.write(b"the same bytes").unwrap();
+                    writer.commit().unwrap()
+                });
+            }
+        });
+        assert_eq!(
+            store.totals(),
+            Totals {
+                count: 1,
+                bytes: 14
+            }
+        );
         assert_eq!(fs::read_dir(dir.join("staging")).unwrap().count(), 0);
         fs::remove_dir_all(dir).unwrap();
     }

@@ -28,7 +28,7 @@
 //!    nothing of it was written.
 
 use crate::map_gate::{MapGate, ReadPass};
-use crate::storage;
+use crate::storage::{is_no_space, NO_SPACE};
 use heed::types::Bytes;
 use heed::{Database, Env, EnvOpenOptions, MdbError, RoTxn, RwTxn, WithoutTls};
 use std::ops::Bound;
@@ -679,9 +679,7 @@ impl Writer {
             });
         }
         match e {
-            heed::Error::Io(io) if storage::is_no_space(&io) => {
-                KvError::Unavailable(storage::NO_SPACE.into())
-            }
+            heed::Error::Io(io) if is_no_space(&io) => KvError::Unavailable(NO_SPACE.into()),
             e => storage(e),
         }
     }
