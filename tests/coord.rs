@@ -90,7 +90,7 @@ fn operational_routes_report_the_world() {
         .iter()
         .map(|c| c["name"].as_str().unwrap())
         .collect();
-    assert_eq!(checks, ["journal", "bytes"]);
+    assert_eq!(checks, ["journal", "bytes", "storage"]);
 
     // A header on an operational route is ignored.
     let describe = coord

@@ -499,7 +499,8 @@ fn the_root_is_provisioned_and_reported() {
         checks,
         [
             ("engine".to_string(), "ok".to_string()),
-            ("identity".to_string(), "ok".to_string())
+            ("identity".to_string(), "ok".to_string()),
+            ("storage".to_string(), "ok".to_string())
         ]
     );
     assert!(health["time"].is_string());
@@ -773,7 +774,7 @@ fn the_management_listener_is_a_separate_surface() {
         .collect();
     assert_eq!(
         names,
-        HashSet::from(["engine".to_string(), "identity".to_string()])
+        HashSet::from(["engine", "identity", "storage"].map(String::from))
     );
     let metrics = management.get("/metrics");
     identity(&metrics);

@@ -7,14 +7,19 @@
 //! Invariants:
 //! 1. A committed file is complete and durable: its bytes were fsynced before
 //!    the rename that published it, and the directory entry after.
-//! 2. A committed file is never modified; a repeated commit of equal bytes
-//!    renames equal bytes over it, which no reader can tell apart.
+//! 2. A committed file is never modified: a commit renames its staging file
+//!    to the blob's name only where no file is, and a repeated commit of
+//!    equal bytes removes its staging file and leaves the one there.
 //! 3. A staging file never becomes visible under a blob name unless its writer
 //!    reached a clean end; an abandoned writer removes it, and a start removes
 //!    whatever a crash left behind.
 //! 4. A staged blob ([`BlobWriter::stage`]) is never named: its file is
 //!    only read back (to be handed on, for example to the bytes service,
 //!    which names what it writes itself) and removed when it drops.
+//! 5. [`BlobStore::totals`] counts the committed blobs and their bytes: a
+//!    start counts the files, and each commit that names a new blob adds it
+//!    (the naming lock makes "new" exact under concurrent commits of equal
+//!    bytes).
 
 use crate::durable::{self, sync_dir};
 use sha2::{Digest, Sha256};
@@ -23,6 +28,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// A SHA-256 digest.
@@ -63,16 +69,33 @@ pub struct BlobStore {
     committed: PathBuf,
     staging: PathBuf,
     open: Mutex<HashMap<Digest32, BlobReader>>,
+    /// Held from a commit's look at its name to its rename, so that of two
+    /// commits of equal bytes one names the blob (invariants 2 and 5).
+    naming: Mutex<()>,
+    /// Committed blobs (invariant 5).
+    count: AtomicU64,
+    /// Their bytes together.
+    bytes: AtomicU64,
+}
+
+/// Committed blobs and their bytes together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Totals {
+    pub count: u64,
+    pub bytes: u64,
 }
 
 impl BlobStore {
-    /// Opens (creating) the store under `dir`, and removes staging litter a
-    /// crash left behind.
+    /// Opens (creating) the store under `dir`, removes staging litter a
+    /// crash left behind, and counts the committed blobs.
     pub fn open(dir: &Path) -> io::Result<BlobStore> {
         let store = BlobStore {
             committed: dir.join("sha256"),
             staging: dir.join("staging"),
             open: Mutex::default(),
+            naming: Mutex::default(),
+            count: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
         };
         durable::create_dir_all(&store.committed)?;
         durable::create_dir_all(&store.staging)?;
@@ -81,7 +104,25 @@ impl BlobStore {
         }
         sync_dir(&store.staging)?;
         sync_dir(dir)?;
+        for fan_out in fs::read_dir(&store.committed)? {
+            for blob in fs::read_dir(fan_out?.path())? {
+                store.add(blob?.metadata()?.len());
+            }
+        }
         Ok(store)
+    }
+
+    fn add(&self, size: u64) {
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.bytes.fetch_add(size, Ordering::Relaxed);
+    }
+
+    /// The committed blobs and their bytes.
+    pub fn totals(&self) -> Totals {
+        Totals {
+            count: self.count.load(Ordering::Relaxed),
+            bytes: self.bytes.load(Ordering::Relaxed),
+        }
     }
 
     fn path_of(&self, digest: &Digest32) -> PathBuf {
@@ -195,11 +236,29 @@ impl BlobWriter {
         let fan_out = target.parent().expect("blob paths have a parent");
         durable::create_dir_all(fan_out)?;
         let staging = self.staging.take().expect("a writer commits once");
-        if let Err(e) = fs::rename(&staging, &target) {
-            let _ = fs::remove_file(&staging);
-            return Err(e.into());
+        let named = {
+            let _naming = self.store.naming.lock().unwrap();
+            match fs::symlink_metadata(&target) {
+                Ok(_) => Ok(false),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    fs::rename(&staging, &target).map(|()| true)
+                }
+                Err(e) => Err(e),
+            }
+        };
+        match named {
+            Ok(true) => {
+                sync_dir(fan_out)?;
+                self.store.add(self.size);
+            }
+            Ok(false) => {
+                let _ = fs::remove_file(&staging);
+            }
+            Err(e) => {
+                let _ = fs::remove_file(&staging);
+                return Err(e.into());
+            }
         }
-        sync_dir(fan_out)?;
         Ok((digest, self.size))
     }
 }
@@ -316,6 +375,41 @@ mod tests {
         assert_eq!(reader.read_at(1, &mut buf).unwrap(), 4);
         assert_eq!(&buf[..4], b"ello");
         assert_eq!(store.size(&digest).unwrap(), Some(5));
+        assert_eq!(fs::read_dir(dir.join("staging")).unwrap().count(), 0);
+        // Equal bytes again: the same blob, counted once, here and at a start.
+        let mut again = store.writer(10).unwrap();
+        again.write(b"hello").unwrap();
+        assert_eq!(again.commit().unwrap(), (digest, 5));
+        let mut other = store.writer(10).unwrap();
+        other.write(b"bye").unwrap();
+        other.commit().unwrap();
+        let totals = Totals { count: 2, bytes: 8 };
+        assert_eq!(store.totals(), totals);
+        assert_eq!(BlobStore::open(&dir).unwrap().totals(), totals);
+        assert_eq!(fs::read_dir(dir.join("staging")).unwrap().count(), 0);
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn equal_bytes_committed_at_once_are_one_blob_counted_once() {
+        let dir = temp_dir("race");
+        let store = Arc::new(BlobStore::open(&dir).unwrap());
+        std::thread::scope(|scope| {
+            for _ in 0..8 {
+                scope.spawn(|| {
+                    let mut writer = store.writer(64).unwrap();
+                    writer.write(b"the same bytes").unwrap();
+                    writer.commit().unwrap()
+                });
+            }
+        });
+        assert_eq!(
+            store.totals(),
+            Totals {
+                count: 1,
+                bytes: 14
+            }
+        );
         assert_eq!(fs::read_dir(dir.join("staging")).unwrap().count(), 0);
         fs::remove_dir_all(dir).unwrap();
     }

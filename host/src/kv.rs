@@ -18,16 +18,25 @@
 //!    the group; its writes are durable only once the group commits (the
 //!    group commits whenever it holds one).
 //! 4. Read transactions are LMDB snapshots: they see only durable commits and
-//!    never block the writer.
+//!    never block the writer, except while it remaps (6).
+//! 6. The map starts at its initial size and grows, doubling, up to its
+//!    ceiling. The writer grows it between groups, when a group left it
+//!    [`GROW_AT`] full or a transaction found it full, and only while the
+//!    [`MapGate`] holds every read transaction out (LMDB's condition for a
+//!    remap). A transaction that finds the map full is aborted alone and
+//!    answered [`KvError::Unavailable`], like one that finds the disk full;
+//!    nothing of it was written.
 
+use crate::map_gate::{MapGate, ReadPass};
+use crate::storage::{is_no_space, NO_SPACE};
 use heed::types::Bytes;
-use heed::{Database, Env, EnvOpenOptions, RoTxn, RwTxn, WithoutTls};
+use heed::{Database, Env, EnvOpenOptions, MdbError, RoTxn, RwTxn, WithoutTls};
 use std::ops::Bound;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc as sync_mpsc;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
 /// A transaction that sends no operation for this long is aborted, so one
@@ -39,6 +48,15 @@ const MAX_GROUP: usize = 256;
 pub const MAX_KEY_BYTES: usize = 511;
 /// Table names are short: they are repeated in every key.
 const MAX_TABLE_BYTES: usize = 64;
+/// The share of the map in use past which the writer grows it.
+const GROW_AT: (usize, usize) = (3, 4);
+/// Longest the writer waits for the read transactions out to end before a
+/// remap (readers arriving meanwhile wait as long); past it, it gives up and
+/// tries again after [`GROW_RETRY`].
+const QUIESCE_LIMIT: Duration = Duration::from_secs(1);
+const GROW_RETRY: Duration = Duration::from_secs(1);
+/// The setting that bounds the map, as refusals name it.
+pub const CEILING_SETTING: &str = "--lmdb-map-ceiling";
 
 /// Errors of the store.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,6 +70,9 @@ pub enum KvError {
     Finished,
     /// LMDB failed; for a commit, nothing of the group was written.
     Storage(String),
+    /// No room now: the map is full (at its ceiling, or until it has
+    /// grown) or the disk is. Nothing of the transaction was written.
+    Unavailable(String),
 }
 
 impl std::fmt::Display for KvError {
@@ -61,12 +82,18 @@ impl std::fmt::Display for KvError {
             KvError::TooLarge => write!(f, "key too large"),
             KvError::Finished => write!(f, "the transaction is finished"),
             KvError::Storage(e) => write!(f, "storage: {e}"),
+            KvError::Unavailable(e) => write!(f, "{e}"),
         }
     }
 }
 
 fn storage(e: heed::Error) -> KvError {
     KvError::Storage(e.to_string())
+}
+
+/// Whether `e` is LMDB's map full.
+fn is_map_full(e: &heed::Error) -> bool {
+    matches!(e, heed::Error::Mdb(MdbError::MapFull))
 }
 
 type Reply<T> = oneshot::Sender<Result<T, KvError>>;
@@ -126,15 +153,40 @@ pub struct KvStore {
     env: Env<WithoutTls>,
     jobs: sync_mpsc::Sender<Job>,
     stats: Arc<Stats>,
+    gate: Arc<MapGate>,
+    ceiling: usize,
 }
 
-/// Counts of durable commits, for metrics.
+/// How large the map is at open and may grow to, in bytes (address space;
+/// the file holds what is used).
+#[derive(Debug, Clone, Copy)]
+pub struct MapLimits {
+    /// At open: at least what the data already uses.
+    pub initial: usize,
+    /// Past it, writes that need room are refused.
+    pub ceiling: usize,
+}
+
+/// Counts of durable commits and the map's use, for metrics.
 #[derive(Default)]
 pub struct Stats {
     /// LMDB commits (one fsync each).
     pub groups: AtomicU64,
     /// Transactions made durable by those commits.
     pub transactions: AtomicU64,
+    /// The map's size now. Kept by the writer, the only one that may ask
+    /// LMDB (a remap moves what the answer is read from).
+    pub map_size: AtomicU64,
+    /// The map's high-water mark: pages up to the last one used, in bytes.
+    pub map_used: AtomicU64,
+}
+
+/// The map's size and use at one instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MapUse {
+    pub size: u64,
+    pub used: u64,
+    pub ceiling: u64,
 }
 
 /// A namespace: one service's database.
@@ -149,14 +201,23 @@ impl KvStore {
     /// namespace, and starts the writer.
     pub fn open(
         dir: &Path,
-        map_size: usize,
+        limits: MapLimits,
         namespaces: &[&str],
     ) -> Result<(Arc<KvStore>, Vec<Namespace>), KvError> {
         let io = |e: std::io::Error| KvError::Storage(e.to_string());
         crate::durable::create_dir_all(dir).map_err(io)?;
+        // LMDB maps whole OS pages: the ceiling rounds down to one, the
+        // initial size up (and never past the ceiling).
+        let page = page_size();
+        let ceiling = (limits.ceiling / page * page).max(page);
+        let initial = limits
+            .initial
+            .div_ceil(page)
+            .saturating_mul(page)
+            .min(ceiling);
         let mut options = EnvOpenOptions::new().read_txn_without_tls();
         options
-            .map_size(map_size)
+            .map_size(initial)
             .max_dbs(namespaces.len().max(1) as u32)
             .max_readers(1024);
         // SAFETY: the environment is opened once per process (the host owns
@@ -175,14 +236,26 @@ impl KvStore {
         txn.commit().map_err(storage)?;
 
         let (jobs, queue) = sync_mpsc::channel();
-        let writer_env = env.clone();
-        let stats = Arc::new(Stats::default());
-        let writer_stats = Arc::clone(&stats);
+        let gate = Arc::new(MapGate::default());
+        let writer = Writer {
+            env: env.clone(),
+            stats: Arc::new(Stats::default()),
+            gate: Arc::clone(&gate),
+            ceiling,
+        };
+        writer.record_use();
+        let stats = Arc::clone(&writer.stats);
         std::thread::Builder::new()
             .name("kv-writer".into())
-            .spawn(move || write_loop(&writer_env, &queue, &writer_stats))
+            .spawn(move || writer.run(&queue))
             .map_err(|e| KvError::Storage(e.to_string()))?;
-        let store = Arc::new(KvStore { env, jobs, stats });
+        let store = Arc::new(KvStore {
+            env,
+            jobs,
+            stats,
+            gate,
+            ceiling,
+        });
         let namespaces = dbs
             .into_iter()
             .map(|db| Namespace {
@@ -197,6 +270,20 @@ impl KvStore {
     pub fn stats(&self) -> &Stats {
         &self.stats
     }
+
+    /// The map's size, high-water mark and ceiling, as of the last commit.
+    pub fn map_use(&self) -> MapUse {
+        MapUse {
+            size: self.stats.map_size.load(Ordering::Relaxed),
+            used: self.stats.map_used.load(Ordering::Relaxed),
+            ceiling: self.ceiling as u64,
+        }
+    }
+}
+
+/// The OS page size, which LMDB's map sizes are multiples of.
+fn page_size() -> usize {
+    rustix::param::page_size()
 }
 
 impl Namespace {
@@ -205,10 +292,16 @@ impl Namespace {
         &self.store
     }
 
-    /// A snapshot of the last durable commit.
-    pub fn read(&self) -> Result<ReadTxn, KvError> {
+    /// A snapshot of the last durable commit; it waits while the writer
+    /// remaps (invariant 6).
+    pub async fn read(&self) -> Result<ReadTxn, KvError> {
+        let pass = self.store.gate.enter().await;
         let txn = self.store.env.clone().static_read_txn().map_err(storage)?;
-        Ok(ReadTxn { txn, db: self.db })
+        Ok(ReadTxn {
+            txn,
+            db: self.db,
+            _pass: pass,
+        })
     }
 
     /// A write transaction; it waits for the writer at its first operation.
@@ -312,6 +405,9 @@ fn scan(
 pub struct ReadTxn {
     txn: RoTxn<'static, WithoutTls>,
     db: Database<Bytes, Bytes>,
+    /// Dropped after `txn` (fields drop in order): the map stays put while
+    /// the transaction lives.
+    _pass: ReadPass,
 }
 
 impl ReadTxn {
@@ -412,21 +508,42 @@ impl WriteTxn {
     }
 }
 
-/// The writer: forms groups from queued transactions, one LMDB commit each.
-fn write_loop(env: &Env<WithoutTls>, queue: &sync_mpsc::Receiver<Job>, stats: &Stats) {
-    while let Ok(first) = queue.recv() {
-        let mut group = match env.write_txn() {
+/// The writer thread: forms groups from queued transactions, one LMDB commit
+/// each, and grows the map between groups (invariant 6).
+struct Writer {
+    env: Env<WithoutTls>,
+    stats: Arc<Stats>,
+    gate: Arc<MapGate>,
+    ceiling: usize,
+}
+
+impl Writer {
+    fn run(&self, queue: &sync_mpsc::Receiver<Job>) {
+        let mut retry_growth_at = None;
+        while let Ok(first) = queue.recv() {
+            let mut found_full = false;
+            self.group(first, queue, &mut found_full);
+            let (size, used) = self.record_use();
+            if found_full || used.saturating_mul(GROW_AT.1) >= size.saturating_mul(GROW_AT.0) {
+                self.grow(&mut retry_growth_at);
+            }
+        }
+    }
+
+    /// One group: `first` and the transactions queued while it is served.
+    fn group(&self, first: Job, queue: &sync_mpsc::Receiver<Job>, found_full: &mut bool) {
+        let mut group = match self.env.write_txn() {
             Ok(txn) => txn,
             Err(e) => {
-                refuse(first, &storage(e));
-                continue;
+                refuse(first, &self.write_error(e, found_full));
+                return;
             }
         };
         let mut committed: Vec<Reply<()>> = Vec::new();
         let mut members = 0;
         let mut next = Some(first);
         while let Some(job) = next.take() {
-            match serve(env, &mut group, job) {
+            match self.serve(&mut group, job, found_full) {
                 Served::Nothing => {}
                 Served::Waiting(reply) => {
                     committed.push(reply);
@@ -442,10 +559,10 @@ fn write_loop(env: &Env<WithoutTls>, queue: &sync_mpsc::Receiver<Job>, stats: &S
             group.abort();
             Ok(())
         } else {
-            let outcome = group.commit().map_err(storage);
+            let outcome = group.commit().map_err(|e| self.write_error(e, found_full));
             if outcome.is_ok() {
-                stats.groups.fetch_add(1, Ordering::Relaxed);
-                stats
+                self.stats.groups.fetch_add(1, Ordering::Relaxed);
+                self.stats
                     .transactions
                     .fetch_add(members as u64, Ordering::Relaxed);
             }
@@ -454,6 +571,169 @@ fn write_loop(env: &Env<WithoutTls>, queue: &sync_mpsc::Receiver<Job>, stats: &S
         for reply in committed {
             let _ = reply.send(outcome.clone());
         }
+    }
+
+    /// Runs one transaction nested in `group`; returns its commit reply when
+    /// it committed into the group.
+    fn serve(&self, group: &mut RwTxn<'_>, job: Job, found_full: &mut bool) -> Served {
+        let mut txn = match self.env.nested_write_txn(group) {
+            Ok(txn) => txn,
+            Err(e) => {
+                refuse(job, &self.write_error(e, found_full));
+                return Served::Nothing;
+            }
+        };
+        let db = job.db;
+        loop {
+            let Ok(op) = job.ops.recv_timeout(IDLE_LIMIT) else {
+                // Dropped, aborted or idle: the nested transaction aborts.
+                return Served::Nothing;
+            };
+            // A write that found no room ends the transaction: it aborts on
+            // return, and its later operations find it finished.
+            let went_on = match op {
+                Op::Get(key, reply) => {
+                    let _ = reply.send(get(&txn, db, &key));
+                    true
+                }
+                Op::GetAll(keys, reply) => {
+                    let values = keys.iter().map(|key| get(&txn, db, key)).collect();
+                    let _ = reply.send(values);
+                    true
+                }
+                Op::Scan(table, range, reply) => {
+                    let table = String::from_utf8(table).expect("validated on the request side");
+                    let _ = reply.send(scan(&txn, db, &table, &range));
+                    true
+                }
+                Op::Put(key, value, reply) => {
+                    let outcome = db.put(&mut txn, &key, &value);
+                    self.answer_write(outcome, reply, found_full)
+                }
+                Op::PutAll(writes, reply) => {
+                    let outcome = writes
+                        .iter()
+                        .try_for_each(|(key, value)| db.put(&mut txn, key, value));
+                    self.answer_write(outcome, reply, found_full)
+                }
+                Op::Delete(key, reply) => {
+                    let outcome = db.delete(&mut txn, &key);
+                    self.answer_write(outcome, reply, found_full)
+                }
+                Op::Commit(writes, durability, reply) => {
+                    let written = writes
+                        .iter()
+                        .try_for_each(|(key, value)| db.put(&mut txn, key, value));
+                    if let Err(e) = written {
+                        // The nested transaction aborts on drop.
+                        let _ = reply.send(Err(self.write_error(e, found_full)));
+                        return Served::Nothing;
+                    }
+                    return match (txn.commit(), durability) {
+                        (Ok(()), Durability::Wait) => Served::Waiting(reply),
+                        (Ok(()), Durability::Detached) => {
+                            let _ = reply.send(Ok(()));
+                            Served::Detached
+                        }
+                        (Err(e), _) => {
+                            let _ = reply.send(Err(self.write_error(e, found_full)));
+                            Served::Nothing
+                        }
+                    };
+                }
+            };
+            if !went_on {
+                return Served::Nothing;
+            }
+        }
+    }
+
+    /// Answers a write; false when it found no room, which ends its
+    /// transaction.
+    fn answer_write<T>(
+        &self,
+        outcome: heed::Result<T>,
+        reply: Reply<T>,
+        found_full: &mut bool,
+    ) -> bool {
+        let outcome = outcome.map_err(|e| self.write_error(e, found_full));
+        let went_on = !matches!(outcome, Err(KvError::Unavailable(_)));
+        let _ = reply.send(outcome);
+        went_on
+    }
+
+    /// What a transaction is told of `e`; notes a full map in `found_full`.
+    /// A full map or disk is [`KvError::Unavailable`] with a message of our
+    /// own, naming the setting or the resource, never the engine's text.
+    fn write_error(&self, e: heed::Error, found_full: &mut bool) -> KvError {
+        if is_map_full(&e) {
+            *found_full = true;
+            let ceiling = self.ceiling;
+            return KvError::Unavailable(if self.env.info().map_size < ceiling {
+                format!(
+                    "the key-value store's map is full and is growing toward its ceiling \
+                     ({CEILING_SETTING}, {ceiling} bytes); nothing was written; retry"
+                )
+            } else {
+                format!(
+                    "the key-value store is full: its map reached its ceiling \
+                     ({CEILING_SETTING}, {ceiling} bytes); nothing was written"
+                )
+            });
+        }
+        match e {
+            heed::Error::Io(io) if is_no_space(&io) => KvError::Unavailable(NO_SPACE.into()),
+            e => storage(e),
+        }
+    }
+
+    /// Publishes the map's size and high-water mark; returns them.
+    fn record_use(&self) -> (usize, usize) {
+        let info = self.env.info();
+        let page = self.env.stat().page_size as usize;
+        let used = (info.last_page_number + 1).saturating_mul(page);
+        self.stats
+            .map_size
+            .store(info.map_size as u64, Ordering::Relaxed);
+        self.stats.map_used.store(used as u64, Ordering::Relaxed);
+        (info.map_size, used)
+    }
+
+    /// Doubles the map, up to the ceiling, once no read transaction is
+    /// open; after a failed attempt, not again before `retry_at`.
+    fn grow(&self, retry_at: &mut Option<Instant>) {
+        if retry_at.is_some_and(|at| Instant::now() < at) {
+            return;
+        }
+        let size = self.env.info().map_size;
+        if size >= self.ceiling {
+            return;
+        }
+        let target = size.saturating_mul(2).min(self.ceiling);
+        let Some(closed) = self.gate.close(QUIESCE_LIMIT) else {
+            *retry_at = Some(Instant::now() + GROW_RETRY);
+            tracing::warn!(
+                size,
+                "the key-value map is to grow, but read transactions stayed open"
+            );
+            return;
+        };
+        // SAFETY: no transaction is open in this process: the writer, the
+        // only one that writes, is between groups, and the closed gate holds
+        // every read transaction out (invariant 6; `map_gate` 1).
+        let grown = unsafe { self.env.resize(target) };
+        drop(closed);
+        match grown {
+            Ok(()) => {
+                *retry_at = None;
+                tracing::info!(from = size, to = target, "the key-value map grew");
+            }
+            Err(e) => {
+                *retry_at = Some(Instant::now() + GROW_RETRY);
+                tracing::warn!(error = %e, "the key-value map could not grow");
+            }
+        }
+        self.record_use();
     }
 }
 
@@ -480,76 +760,24 @@ fn answer(op: Op, error: &KvError) {
     }
 }
 
-/// Runs one transaction nested in `group`; returns its commit reply when it
-/// committed into the group.
-fn serve(env: &Env<WithoutTls>, group: &mut RwTxn<'_>, job: Job) -> Served {
-    let mut txn = match env.nested_write_txn(group) {
-        Ok(txn) => txn,
-        Err(e) => {
-            refuse(job, &storage(e));
-            return Served::Nothing;
-        }
-    };
-    let db = job.db;
-    loop {
-        let Ok(op) = job.ops.recv_timeout(IDLE_LIMIT) else {
-            // Dropped, aborted or idle: the nested transaction aborts.
-            return Served::Nothing;
-        };
-        match op {
-            Op::Get(key, reply) => drop(reply.send(get(&txn, db, &key))),
-            Op::GetAll(keys, reply) => {
-                let values = keys.iter().map(|key| get(&txn, db, key)).collect();
-                drop(reply.send(values));
-            }
-            Op::Scan(table, range, reply) => {
-                let table = String::from_utf8(table).expect("validated on the request side");
-                drop(reply.send(scan(&txn, db, &table, &range)));
-            }
-            Op::Put(key, value, reply) => {
-                drop(reply.send(db.put(&mut txn, &key, &value).map_err(storage)))
-            }
-            Op::PutAll(writes, reply) => {
-                let outcome = writes
-                    .iter()
-                    .try_for_each(|(key, value)| db.put(&mut txn, key, value))
-                    .map_err(storage);
-                drop(reply.send(outcome));
-            }
-            Op::Delete(key, reply) => drop(reply.send(db.delete(&mut txn, &key).map_err(storage))),
-            Op::Commit(writes, durability, reply) => {
-                let written = writes
-                    .iter()
-                    .try_for_each(|(key, value)| db.put(&mut txn, key, value));
-                if let Err(e) = written {
-                    // The nested transaction aborts on drop.
-                    let _ = reply.send(Err(storage(e)));
-                    return Served::Nothing;
-                }
-                return match (txn.commit(), durability) {
-                    (Ok(()), Durability::Wait) => Served::Waiting(reply),
-                    (Ok(()), Durability::Detached) => {
-                        let _ = reply.send(Ok(()));
-                        Served::Detached
-                    }
-                    (Err(e), _) => {
-                        let _ = reply.send(Err(storage(e)));
-                        Served::Nothing
-                    }
-                };
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn open(name: &str) -> (std::path::PathBuf, Namespace) {
+        open_with(
+            name,
+            MapLimits {
+                initial: 64 << 20,
+                ceiling: 64 << 20,
+            },
+        )
+    }
+
+    fn open_with(name: &str, limits: MapLimits) -> (std::path::PathBuf, Namespace) {
         let dir = std::env::temp_dir().join(format!("kv-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        let (_, mut namespaces) = KvStore::open(&dir, 64 << 20, &["test"]).unwrap();
+        let (_, mut namespaces) = KvStore::open(&dir, limits, &["test"]).unwrap();
         (dir, namespaces.remove(0))
     }
 
@@ -573,14 +801,14 @@ mod tests {
     #[tokio::test(flavor = "multi_thread")]
     async fn commit_is_visible_to_later_snapshots_only() {
         let (dir, ns) = open("visible");
-        let before = ns.read().unwrap();
+        let before = ns.read().await.unwrap();
         let mut txn = ns.write().unwrap();
         txn.put("t", b"a", b"1".to_vec()).await.unwrap();
         assert_eq!(txn.get("t", b"a").await.unwrap(), Some(b"1".to_vec()));
-        assert_eq!(ns.read().unwrap().get("t", b"a").unwrap(), None);
+        assert_eq!(ns.read().await.unwrap().get("t", b"a").unwrap(), None);
         txn.commit().await.unwrap();
         assert_eq!(
-            ns.read().unwrap().get("t", b"a").unwrap(),
+            ns.read().await.unwrap().get("t", b"a").unwrap(),
             Some(b"1".to_vec())
         );
         assert_eq!(before.get("t", b"a").unwrap(), None);
@@ -604,7 +832,7 @@ mod tests {
         later.commit().await.unwrap();
         // Its group commits although nobody waits for it.
         assert_eq!(
-            ns.read().unwrap().get("t", b"a").unwrap(),
+            ns.read().await.unwrap().get("t", b"a").unwrap(),
             Some(b"1".to_vec())
         );
         assert_eq!(txn.get("t", b"a").await, Err(KvError::Finished));
@@ -627,14 +855,14 @@ mod tests {
         txn.commit_with(vec![("t".to_string(), b"b".to_vec(), b"2".to_vec())])
             .await
             .unwrap();
-        let read = ns.read().unwrap();
+        let read = ns.read().await.unwrap();
         assert_eq!(read.get("t", b"b").unwrap(), Some(b"2".to_vec()));
         // A refused write aborts the whole transaction.
         let mut txn = ns.write().unwrap();
         txn.put("t", b"c", b"3".to_vec()).await.unwrap();
         let too_long = vec![("t".to_string(), vec![0u8; 600], Vec::new())];
         assert_eq!(txn.commit_with(too_long).await, Err(KvError::TooLarge));
-        assert_eq!(ns.read().unwrap().get("t", b"c").unwrap(), None);
+        assert_eq!(ns.read().await.unwrap().get("t", b"c").unwrap(), None);
         std::fs::remove_dir_all(dir).unwrap();
     }
 
@@ -650,7 +878,7 @@ mod tests {
         let mut txn = ns.write().unwrap();
         txn.put("t", b"kept", b"x".to_vec()).await.unwrap();
         txn.commit().await.unwrap();
-        let read = ns.read().unwrap();
+        let read = ns.read().await.unwrap();
         let keys: Vec<Vec<u8>> = read
             .scan("t", &all(10))
             .unwrap()
@@ -677,7 +905,7 @@ mod tests {
         let in_txn = txn.scan("a", all(10)).await.unwrap();
         assert_eq!(in_txn.len(), 3);
         txn.commit().await.unwrap();
-        let read = ns.read().unwrap();
+        let read = ns.read().await.unwrap();
         let keys = |range: Range| -> Vec<Vec<u8>> {
             read.scan("a", &range)
                 .unwrap()
@@ -730,7 +958,13 @@ mod tests {
         for task in tasks {
             task.await.unwrap();
         }
-        let value = ns.read().unwrap().get("t", b"counter").unwrap().unwrap();
+        let value = ns
+            .read()
+            .await
+            .unwrap()
+            .get("t", b"counter")
+            .unwrap()
+            .unwrap();
         assert_eq!(u64::from_be_bytes(value.try_into().unwrap()), 64);
         let (groups, transactions) = counts(&ns);
         assert_eq!(transactions, 64);
@@ -738,6 +972,154 @@ mod tests {
             groups < transactions,
             "no two transactions shared a commit ({groups} commits)"
         );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// Writes `count` values of `size` bytes, one transaction each.
+    async fn fill(ns: &Namespace, from: u32, count: u32, size: usize) -> Result<(), KvError> {
+        for i in from..from + count {
+            let mut txn = ns.write().unwrap();
+            txn.commit_with(vec![("t".into(), i.to_be_bytes().to_vec(), vec![7; size])])
+                .await?;
+        }
+        Ok(())
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn the_map_grows_past_its_initial_size_up_to_its_ceiling() {
+        let (dir, ns) = open_with(
+            "grow",
+            MapLimits {
+                initial: 256 << 10,
+                ceiling: 4 << 20,
+            },
+        );
+        let store = ns.store();
+        assert_eq!(store.map_use().size, 256 << 10);
+        fill(&ns, 0, 128, 16 << 10).await.unwrap();
+        let grown = store.map_use();
+        assert!(grown.used > 1 << 20, "{grown:?}");
+        assert!(grown.size > 1 << 20 && grown.size <= 4 << 20, "{grown:?}");
+        let read = ns.read().await.unwrap();
+        for i in 0..128u32 {
+            assert_eq!(
+                read.get("t", &i.to_be_bytes()).unwrap(),
+                Some(vec![7; 16 << 10])
+            );
+        }
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A transaction that finds the map full at its ceiling is refused
+    /// alone, naming the setting: the next one in its group commits, and
+    /// what was there stays readable.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_full_map_refuses_the_transaction_alone_and_names_its_ceiling() {
+        let limits = MapLimits {
+            initial: 512 << 10,
+            ceiling: 512 << 10,
+        };
+        let (dir, ns) = open_with("ceiling", limits);
+        fill(&ns, 0, 4, 1 << 10).await.unwrap();
+        let too_big = ns.write().unwrap();
+        too_big.put("t", b"first", b"x".to_vec()).await.unwrap();
+        // Queued while `too_big` is served: the same group.
+        let mut queued = ns.write().unwrap();
+        let neighbour = tokio::spawn(async move {
+            queued
+                .commit_with(vec![("t".into(), b"small".to_vec(), b"y".to_vec())])
+                .await
+        });
+        let refused = too_big.put("t", b"big", vec![1; 1 << 20]).await;
+        let Err(KvError::Unavailable(message)) = refused else {
+            panic!("a write past the ceiling was answered {refused:?}");
+        };
+        assert!(message.contains(CEILING_SETTING), "{message}");
+        assert!(message.contains("524288 bytes"), "{message}");
+        assert!(!message.contains("MDB"), "{message}");
+        assert_eq!(too_big.get("t", b"first").await, Err(KvError::Finished));
+        neighbour.await.unwrap().unwrap();
+        let read = ns.read().await.unwrap();
+        assert_eq!(read.get("t", b"small").unwrap(), Some(b"y".to_vec()));
+        assert_eq!(read.get("t", b"first").unwrap(), None);
+        assert_eq!(
+            read.get("t", &0u32.to_be_bytes()).unwrap(),
+            Some(vec![7; 1 << 10])
+        );
+        assert_eq!(ns.store().map_use().size, 512 << 10);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// One write larger than the room left below the ceiling: refused as
+    /// the map grows, then taken once it has grown enough.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_write_that_finds_the_map_full_below_its_ceiling_succeeds_once_it_grew() {
+        let (dir, ns) = open_with(
+            "regrow",
+            MapLimits {
+                initial: 256 << 10,
+                ceiling: 4 << 20,
+            },
+        );
+        let mut refusals = Vec::new();
+        for _ in 0..8 {
+            match fill(&ns, 0, 1, 768 << 10).await {
+                Ok(()) => break,
+                Err(KvError::Unavailable(message)) => refusals.push(message),
+                Err(e) => panic!("{e:?}"),
+            }
+        }
+        assert!(!refusals.is_empty(), "the first write fit");
+        for message in &refusals {
+            assert!(message.contains("is growing"), "{message}");
+            assert!(message.contains(CEILING_SETTING), "{message}");
+        }
+        let read = ns.read().await.unwrap();
+        assert_eq!(
+            read.get("t", &0u32.to_be_bytes()).unwrap(),
+            Some(vec![7; 768 << 10])
+        );
+        assert!(ns.store().map_use().size >= 1 << 20);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A read transaction open when the map must grow holds the growth
+    /// back (writes that need it are refused meanwhile), never the writer
+    /// for long; once it ends, the map grows and the write is taken.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn an_open_reader_delays_growth_without_stalling_writes() {
+        let (dir, ns) = open_with(
+            "reader",
+            MapLimits {
+                initial: 256 << 10,
+                ceiling: 4 << 20,
+            },
+        );
+        let reader = ns.read().await.unwrap();
+        let refused = fill(&ns, 0, 1, 512 << 10).await;
+        assert!(
+            matches!(refused, Err(KvError::Unavailable(_))),
+            "{refused:?}"
+        );
+        // Refused again while the reader stays: the writer gave up
+        // waiting for it, and does not wait again at once.
+        let again = fill(&ns, 0, 1, 512 << 10).await;
+        assert!(matches!(again, Err(KvError::Unavailable(_))), "{again:?}");
+        assert_eq!(ns.store().map_use().size, 256 << 10);
+        // A small write that fits is not held up by the pending growth.
+        fill(&ns, 1, 1, 1 << 10).await.unwrap();
+        drop(reader);
+        let started = Instant::now();
+        loop {
+            match fill(&ns, 0, 1, 512 << 10).await {
+                Ok(()) => break,
+                Err(KvError::Unavailable(_)) if started.elapsed() < Duration::from_secs(30) => {
+                    tokio::time::sleep(Duration::from_millis(50)).await
+                }
+                Err(e) => panic!("{e:?}"),
+            }
+        }
+        assert!(ns.store().map_use().size > 256 << 10);
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -6,7 +6,8 @@
 //! - [`capabilities`]: what components import (bodies, blobs, kv, clock,
 //!   ids, log, runtime, config, services).
 //! - [`body`], [`blobstore`], [`kv`]: request and peer bodies, blob files,
-//!   the key-value store.
+//!   the key-value store; [`map_gate`]: read transactions held out while
+//!   the store's map grows; [`storage`]: headroom, for health and metrics.
 //! - [`service`]: a hosted service, its swappable component and its
 //!   instance budget; [`memory`]: the budget of instance memory.
 //! - [`dispatch`]: one HTTP request (or one call between services) through
@@ -34,6 +35,7 @@ mod events;
 mod keys;
 mod kv;
 mod management;
+mod map_gate;
 mod memory;
 mod metrics;
 mod parts;
@@ -43,6 +45,7 @@ mod server;
 mod service;
 mod settings;
 mod socket;
+mod storage;
 mod tools;
 
 mod components {
@@ -173,12 +176,18 @@ async fn run(settings: Settings) -> Result<()> {
         )),
         None => None,
     };
-    let (_kv, namespaces) = kv::KvStore::open(
-        &settings.data_dir.join("lmdb"),
-        settings.lmdb_map_size,
-        &names,
-    )
-    .map_err(|e| anyhow::anyhow!("open the key-value store: {e}"))?;
+    let map_limits = settings.map_limits().map_err(anyhow::Error::msg)?;
+    let (kv, namespaces) = kv::KvStore::open(&settings.data_dir.join("lmdb"), map_limits, &names)
+        .map_err(|e| anyhow::anyhow!("open the key-value store: {e}"))?;
+    let storage = Arc::new(storage::Storage::new(
+        kv,
+        Arc::clone(&blobs),
+        settings.data_dir.clone(),
+        storage::Alarms {
+            map_percent: settings.storage_alarm_map_percent,
+            free_bytes: settings.storage_alarm_free_bytes,
+        },
+    ));
 
     // One hub of subscriptions per process; the journal's announces reach
     // it, and the followers of its advance stream, through the feed.
@@ -226,6 +235,7 @@ async fn run(settings: Settings) -> Result<()> {
             blobs: Arc::clone(&blobs),
             blob_cap: settings.blob_cap,
             kv: namespace,
+            storage: Arc::clone(&storage),
             peers: Arc::clone(&peers),
             config: Arc::new(config),
             compute_limit: Duration::from_millis(settings.compute_limit_ms),

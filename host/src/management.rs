@@ -4,7 +4,7 @@
 //! |---|---|
 //! | `GET /livez` | 200 `{status: "ok"}` while the host runs |
 //! | `GET /healthz` | the service's own `healthz`, as its component answers it |
-//! | `GET /metrics` | Prometheus text: the service's requests, the key-value store's commits, the instance memory budget |
+//! | `GET /metrics` | Prometheus text: the service's requests, the key-value store's commits, storage (map, free disk, blobs), the instance memory budget |
 //! | `GET /component` | `{service, digest}` of the component now loaded |
 //! | `POST /reload` | reloads the component from its file; `{service, digest}` |
 //! | `GET /advances` | the journal service only: its advances as they commit, one JSON line each (`events::feed`) |
@@ -75,6 +75,7 @@ pub async fn serve(
         "/metrics" => {
             let mut text = service.metrics.render(&service.loaded().digest);
             text.push_str(&kv_metrics(service.env.kv.store().stats()));
+            text.push_str(&service.env.storage.render_metrics());
             text.push_str(&memory_metrics(&service.env.memory));
             if let Some(runner) = &service.env.tools {
                 text.push_str(&tool_metrics(runner));

@@ -177,10 +177,31 @@ pub struct Settings {
     #[arg(long, env = "LAB_BLOB_CAP", default_value_t = 1 << 30)]
     pub blob_cap: u64,
 
-    /// Largest size the key-value store may grow to, in bytes (address space
-    /// reserved, not disk used).
-    #[arg(long, env = "LAB_LMDB_MAP_SIZE", default_value_t = 64 << 30)]
-    pub lmdb_map_size: usize,
+    /// The key-value store's map at start, in bytes (address space
+    /// reserved, not disk used; never below what the data already uses).
+    /// It grows, doubling, up to `--lmdb-map-ceiling`
+    /// [default: 1 GiB, or the ceiling when that is smaller].
+    #[arg(long, env = "LAB_LMDB_MAP_SIZE")]
+    pub lmdb_map_size: Option<usize>,
+
+    /// Largest size the key-value store's map may grow to, in bytes; past
+    /// it, writes are refused with 503 `unavailable` naming this setting,
+    /// and reads go on [default: 64 GiB, or `--lmdb-map-size` when that is
+    /// larger].
+    #[arg(long, env = "LAB_LMDB_MAP_CEILING")]
+    pub lmdb_map_ceiling: Option<usize>,
+
+    /// The `storage` health check fails once the key-value store uses this
+    /// percent of its map's ceiling (writes go on to the ceiling).
+    #[arg(long, env = "LAB_STORAGE_ALARM_MAP_PERCENT", default_value_t = 80,
+          value_parser = clap::value_parser!(u8).range(1..=100))]
+    pub storage_alarm_map_percent: u8,
+
+    /// The `storage` health check fails once the data directory's
+    /// filesystem has this many bytes free or fewer (writes go on until it
+    /// is full).
+    #[arg(long, env = "LAB_STORAGE_ALARM_FREE_BYTES", default_value_t = 1 << 30)]
+    pub storage_alarm_free_bytes: u64,
 
     /// Requests one service runs at once (its instance budget: one
     /// component instance each, and the one instance of another service a
@@ -265,4 +286,68 @@ pub struct Settings {
     /// useful with port 0.
     #[arg(long, env = "LAB_READY_FILE")]
     pub ready_file: Option<PathBuf>,
+}
+
+/// Default map size at start and ceiling.
+const DEFAULT_MAP_SIZE: usize = 1 << 30;
+const DEFAULT_MAP_CEILING: usize = 64 << 30;
+
+impl Settings {
+    /// The key-value map's size at start and its ceiling. Given alone, the
+    /// map size raises the default ceiling to it (a deployment that set the
+    /// old single bound keeps it as a floor); given both, the size may not
+    /// pass the ceiling.
+    pub fn map_limits(&self) -> Result<crate::kv::MapLimits, String> {
+        let (initial, ceiling) = match (self.lmdb_map_size, self.lmdb_map_ceiling) {
+            (Some(size), Some(ceiling)) if size > ceiling => {
+                return Err(format!(
+                    "--lmdb-map-size {size} is larger than --lmdb-map-ceiling {ceiling}"
+                ))
+            }
+            (Some(size), Some(ceiling)) => (size, ceiling),
+            (Some(size), None) => (size, size.max(DEFAULT_MAP_CEILING)),
+            (None, Some(ceiling)) => (DEFAULT_MAP_SIZE.min(ceiling), ceiling),
+            (None, None) => (DEFAULT_MAP_SIZE, DEFAULT_MAP_CEILING),
+        };
+        Ok(crate::kv::MapLimits { initial, ceiling })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(args: &[&str]) -> Result<(usize, usize), String> {
+        let settings = Settings::try_parse_from(["labd"].iter().chain(args)).unwrap();
+        settings.map_limits().map(|l| (l.initial, l.ceiling))
+    }
+
+    #[test]
+    fn the_map_size_is_where_it_starts_and_never_above_its_ceiling() {
+        assert_eq!(limits(&[]), Ok((1 << 30, 64 << 30)));
+        // The map size alone (the old single bound): the map starts there
+        // and grows to the default ceiling, or is its own ceiling when
+        // larger, so no deployment's map shrinks.
+        assert_eq!(
+            limits(&["--lmdb-map-size", "1048576"]),
+            Ok((1 << 20, 64 << 30))
+        );
+        let large = (128u64 << 30).to_string();
+        assert_eq!(
+            limits(&["--lmdb-map-size", &large]),
+            Ok((128 << 30, 128 << 30))
+        );
+        assert_eq!(
+            limits(&["--lmdb-map-ceiling", "4194304"]),
+            Ok((4 << 20, 4 << 20))
+        );
+        let refused = limits(&[
+            "--lmdb-map-size",
+            "8388608",
+            "--lmdb-map-ceiling",
+            "4194304",
+        ]);
+        let message = refused.unwrap_err();
+        assert!(message.contains("--lmdb-map-ceiling"), "{message}");
+    }
 }

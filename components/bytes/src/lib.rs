@@ -79,6 +79,12 @@ pub(crate) fn bad_request(message: &str, operation: &str) -> Response {
     REPLY.error(400, "bad_request", message, None, Some(operation))
 }
 
+/// A 503 `unavailable`: the store has no room now (the host's message says
+/// what is short); nothing of the blob was committed.
+pub(crate) fn unavailable(message: &str, operation: &str) -> Response {
+    REPLY.error(503, "unavailable", message, None, Some(operation))
+}
+
 /// A 500 `internal`: the server failed, the client may retry.
 pub(crate) fn internal(message: &str, operation: &str) -> Response {
     REPLY.error(500, "internal", message, None, Some(operation))

@@ -17,7 +17,8 @@ pub fn livez(request: &Request, _body: &IncomingBody) -> Response {
     REPLY.json(200, &body, Some("livez"))
 }
 
-/// The `store` check passes when a commit could be staged now.
+/// The `store` check passes when a commit could be staged now; `storage`
+/// when the host's storage has headroom.
 pub fn healthz(request: &Request, _body: &IncomingBody) -> Response {
     if let Some(refusal) = no_parameters(request, "healthz") {
         return refusal;
@@ -26,7 +27,8 @@ pub fn healthz(request: &Request, _body: &IncomingBody) -> Response {
         name: "store",
         failure: blobs::check_writable().err(),
     };
-    let (ok, body) = health::envelope(REPLY.service, REPLY.contract, &[store], &[]);
+    let checks = [store, health::storage()];
+    let (ok, body) = health::envelope(REPLY.service, REPLY.contract, &checks, &[]);
     REPLY.json(if ok { 200 } else { 503 }, &body, Some("healthz"))
 }
 

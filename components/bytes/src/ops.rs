@@ -1,6 +1,6 @@
 //! The nine verbs on five routes.
 
-use crate::{bad_request, internal, names, MAX_JSON_BODY, REPLY};
+use crate::{bad_request, internal, names, unavailable, MAX_JSON_BODY, REPLY};
 use lab_guest::exports::lab::platform::handler::{BlobSlice, BodyPart, Request, Response};
 use lab_guest::lab::platform::blobs::{self, BlobReader, PutError};
 use lab_guest::lab::platform::body::{BodyError, IncomingBody};
@@ -183,6 +183,9 @@ pub fn put_many(request: &Request, body: &IncomingBody) -> Response {
             }
             Err(PutError::Body(BodyError::Aborted(_))) => return truncated(results.len(), OP),
             Err(PutError::Storage(e)) => return internal(&e, OP),
+            // The records before it are committed, as for a body that broke
+            // off; the client learns which by asking (names are digests).
+            Err(PutError::Unavailable(e)) => return unavailable(&e, OP),
         }
     }
     REPLY.json(200, &json!({ "results": results }), Some(OP))
@@ -202,6 +205,7 @@ fn put_refusal(body: &IncomingBody, error: &PutError, op: &str) -> Response {
         }
         PutError::Body(e) => aborted(e, op),
         PutError::Storage(e) => internal(e, op),
+        PutError::Unavailable(e) => unavailable(e, op),
     }
 }
 

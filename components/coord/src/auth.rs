@@ -52,7 +52,11 @@ impl ReplayCache for StoredReplayCache {
         nonce: &str,
         expires_at: u64,
     ) -> Result<bool, String> {
-        let fail = |e: kv::KvError| format!("replay cache: {e:?}");
+        let fail = |e: kv::KvError| match e {
+            // No room: the host's message says what is short.
+            kv::KvError::Unavailable(why) => format!("replay cache: {why}"),
+            e => format!("replay cache: {e:?}"),
+        };
         let timestamp = expires_at.saturating_sub(lab_coord_auth::REPLAY_RETENTION_SECONDS);
         if timestamp <= self.started_at {
             // Signed before this start: its pair may have been lost.

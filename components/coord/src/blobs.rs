@@ -73,7 +73,7 @@ pub fn stage(body: &IncomingBody) -> Result<StagedBody, StageError> {
     host_blobs::stage_from_body(body, cap).map_err(|e| match e {
         PutError::TooLarge => StageError::TooLarge,
         PutError::Body(_) => StageError::Broken,
-        PutError::Storage(why) => StageError::Storage(why),
+        PutError::Storage(why) | PutError::Unavailable(why) => StageError::Storage(why),
     })
 }
 

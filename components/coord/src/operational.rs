@@ -81,7 +81,7 @@ fn healthz() -> Response {
     let (ok, body) = health::envelope(
         REPLY.service,
         REPLY.contract,
-        &[journal, bytes],
+        &[journal, bytes, health::storage()],
         &[("identity", identity)],
     );
     REPLY.json(if ok { 200 } else { 503 }, &body, Some("healthz"))

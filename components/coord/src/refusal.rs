@@ -68,10 +68,15 @@ pub enum Refusal {
     NotImplemented(&'static str),
 }
 
-/// The service's own store failing: it cannot answer now.
+/// The service's own store failing, or without room (the host's message
+/// then names what is short): it cannot answer now.
 impl From<lab_guest::lab::platform::kv::KvError> for Refusal {
     fn from(error: lab_guest::lab::platform::kv::KvError) -> Self {
-        Refusal::Unavailable(format!("store: {error:?}"))
+        use lab_guest::lab::platform::kv::KvError;
+        match error {
+            KvError::Unavailable(why) => Refusal::Unavailable(why),
+            error => Refusal::Unavailable(format!("store: {error:?}")),
+        }
     }
 }
 

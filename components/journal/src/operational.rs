@@ -46,7 +46,7 @@ pub fn livez(_request: &Request) -> Response {
 }
 
 /// `engine`: the store answers a read; `identity`: the hierarchy is
-/// provisioned.
+/// provisioned; `storage`: the host's storage has headroom.
 pub fn healthz(_request: &Request) -> Response {
     let read = identity();
     let engine = Check {
@@ -63,7 +63,7 @@ pub fn healthz(_request: &Request) -> Response {
     let (ok, body) = health::envelope(
         REPLY.service,
         REPLY.contract,
-        &[engine, identity_check],
+        &[engine, identity_check, health::storage()],
         &[("identity", identity_json(found.as_ref()))],
     );
     REPLY.json(if ok { 200 } else { 503 }, &body, Some("healthz"))

@@ -59,7 +59,17 @@ pub enum ReceiptKind {
 }
 
 fn unavailable(e: KvError) -> Refusal {
-    Refusal::Unavailable(format!("the store cannot be read now: {e:?}"))
+    no_room(e)
+        .unwrap_or_else(|e| Refusal::Unavailable(format!("the store cannot be read now: {e:?}")))
+}
+
+/// The store had no room for a write (its map at the ceiling, or the disk
+/// full): nothing was written, and the host's message says what is short.
+fn no_room(e: KvError) -> Result<Refusal, KvError> {
+    match e {
+        KvError::Unavailable(why) => Ok(Refusal::Unavailable(why)),
+        e => Err(e),
+    }
 }
 
 fn corrupt(what: &str) -> Refusal {
@@ -460,12 +470,17 @@ impl Writes {
 
     /// Sends the writes and commits; returns once the commit is durable.
     pub fn commit(self, txn: &kv::WriteTxn) -> Result<(), Refusal> {
-        txn.put_all(&self.0)
-            .map_err(|e| Refusal::Internal(format!("the store refused the writes: {e:?}")))?;
+        txn.put_all(&self.0).map_err(|e| {
+            no_room(e).unwrap_or_else(|e| {
+                Refusal::Internal(format!("the store refused the writes: {e:?}"))
+            })
+        })?;
         txn.commit().map_err(|e| {
-            Refusal::Internal(format!(
-                "the commit failed; its outcome is uncertain: {e:?}"
-            ))
+            no_room(e).unwrap_or_else(|e| {
+                Refusal::Internal(format!(
+                    "the commit failed; its outcome is uncertain: {e:?}"
+                ))
+            })
         })
     }
 }

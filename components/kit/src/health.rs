@@ -9,6 +9,16 @@ pub struct Check {
     pub failure: Option<String>,
 }
 
+/// The `storage` check every service reports: the host's storage has
+/// headroom (the key-value map below its alarm share of the ceiling, free
+/// disk above its alarm bound). It fails before writes do.
+pub fn storage() -> Check {
+    Check {
+        name: "storage",
+        failure: runtime::storage_headroom().err(),
+    }
+}
+
 /// `{revision, dirty, go}`: the build of the running host. The member named
 /// `go` carries the toolchain that built it.
 pub fn build() -> Value {

@@ -3,6 +3,9 @@
 use crate::{BodyPart, Header, Response, ServiceIdentity};
 use serde_json::{json, Value};
 
+/// Seconds a client refused as `unavailable` is told to wait.
+const RETRY_AFTER_SECONDS: &str = "1";
+
 /// Builds responses for one service.
 #[derive(Debug, Clone, Copy)]
 pub struct Replier {
@@ -57,7 +60,8 @@ impl Replier {
         )
     }
 
-    /// The error envelope `{error, message}` (and `details` when given).
+    /// The error envelope `{error, message}` (and `details` when given). A
+    /// 503 says when to retry: `Retry-After: 1`, as the host's own 503s.
     pub fn error(
         &self,
         status: u16,
@@ -70,7 +74,14 @@ impl Replier {
         if let Some(details) = details {
             body["details"] = details;
         }
-        self.json(status, &body, operation)
+        let mut response = self.json(status, &body, operation);
+        if status == 503 {
+            response.headers.push(header(
+                "retry-after",
+                RETRY_AFTER_SECONDS.as_bytes().to_vec(),
+            ));
+        }
+        response
     }
 
     /// 405 naming the one method the route supports in `Allow`.

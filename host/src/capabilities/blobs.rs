@@ -4,6 +4,7 @@ use super::RequestState;
 use crate::bindings::{blobs, body};
 use crate::blobstore::{self, BlobReader, BlobStore, BlobWriter, StagedBlob, WriteError};
 use crate::body::IncomingBody;
+use crate::storage;
 use std::sync::Arc;
 use wasmtime::component::Resource;
 use wasmtime::Result;
@@ -17,6 +18,9 @@ pub struct PendingBlob(Option<BlobWriter>);
 fn put_error(e: WriteError) -> blobs::PutError {
     match e {
         WriteError::TooLarge => blobs::PutError::TooLarge,
+        WriteError::Io(e) if storage::is_no_space(&e) => {
+            blobs::PutError::Unavailable(storage::NO_SPACE.into())
+        }
         WriteError::Io(e) => blobs::PutError::Storage(e.to_string()),
     }
 }

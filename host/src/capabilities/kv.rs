@@ -12,6 +12,7 @@ fn wit_error(error: KvError) -> kv::KvError {
         KvError::TooLarge => kv::KvError::TooLarge,
         KvError::Finished => kv::KvError::Finished,
         KvError::Storage(e) => kv::KvError::Storage(e),
+        KvError::Unavailable(e) => kv::KvError::Unavailable(e),
     }
 }
 
@@ -37,7 +38,7 @@ fn range(range: kv::Range) -> Range {
 
 impl kv::Host for RequestState {
     async fn begin_read(&mut self) -> Result<Result<Resource<ReadTxn>, kv::KvError>> {
-        Ok(match self.env.kv.read() {
+        Ok(match self.env.kv.read().await {
             Ok(txn) => Ok(self.table.push(txn)?),
             Err(e) => Err(wit_error(e)),
         })

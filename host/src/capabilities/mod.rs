@@ -30,6 +30,9 @@ pub struct ServiceEnv {
     pub blob_cap: u64,
     /// The service's key-value namespace.
     pub kv: crate::kv::Namespace,
+    /// The deployment's storage headroom and totals (shared by every
+    /// service).
+    pub storage: Arc<crate::storage::Storage>,
     /// The other services of the deployment, reachable through `services`.
     pub peers: Arc<Peers>,
     /// The deployment's settings for this service (`config`).
@@ -179,5 +182,9 @@ impl runtime::Host for RequestState {
 
     async fn blob_cap(&mut self) -> Result<u64> {
         Ok(self.env.blob_cap)
+    }
+
+    async fn storage_headroom(&mut self) -> Result<Result<(), String>> {
+        Ok(self.env.storage.headroom())
     }
 }

@@ -25,13 +25,28 @@ pub(super) async fn journal(feed: Arc<Feed>) -> (Arc<Service>, Arc<crate::kv::Kv
     let engine = crate::engine::engine(limits.pool_slots(), memory.base()).unwrap();
     let linker = crate::engine::linker(&engine).unwrap();
     crate::engine::start_epoch_ticker(&engine).unwrap();
+    let map = crate::kv::MapLimits {
+        initial: 1 << 30,
+        ceiling: 1 << 30,
+    };
     let (kv, mut namespaces) =
-        crate::kv::KvStore::open(&dir.join("lmdb"), 1 << 30, &["journal"]).unwrap();
+        crate::kv::KvStore::open(&dir.join("lmdb"), map, &["journal"]).unwrap();
+    let blobs = Arc::new(crate::blobstore::BlobStore::open(&dir.join("blobs")).unwrap());
+    let storage = crate::storage::Storage::new(
+        Arc::clone(&kv),
+        Arc::clone(&blobs),
+        dir.clone(),
+        crate::storage::Alarms {
+            map_percent: 100,
+            free_bytes: 0,
+        },
+    );
     let env = Arc::new(ServiceEnv {
         service: "journal",
-        blobs: Arc::new(crate::blobstore::BlobStore::open(&dir.join("blobs")).unwrap()),
+        blobs,
         blob_cap: 1 << 20,
         kv: namespaces.remove(0),
+        storage: Arc::new(storage),
         peers: Arc::new(Peers::default()),
         config: Arc::new(ServiceConfig::new([(
             "service".to_string(),
