@@ -3,6 +3,7 @@
 
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use wasmtime::component::Component;
 use wasmtime::error::Context;
 use wasmtime::{Engine, Result};
@@ -40,8 +41,9 @@ pub enum Compiled {
 /// `cache`, or compiles it and writes it there.
 ///
 /// Invariant: a cache entry is named by the component's digest and the
-/// engine's compatibility hash, and published by rename, so an entry is
-/// whole and loaded only by an engine that can run it.
+/// engine's compatibility hash, and published by rename from a staging
+/// file no other compile (of any thread or process) writes, so an entry
+/// is whole and loaded only by an engine that can run it.
 pub fn load_or_compile(
     engine: &Engine,
     wasm: &[u8],
@@ -65,7 +67,12 @@ pub fn load_or_compile(
         .precompile_component(wasm)
         .context("compile the component")?;
     std::fs::create_dir_all(dir).context("create the compile cache")?;
-    let staging = path.with_extension(format!("{}.tmp", std::process::id()));
+    static STAGED: AtomicU64 = AtomicU64::new(0);
+    let staging = path.with_extension(format!(
+        "{}-{}.tmp",
+        std::process::id(),
+        STAGED.fetch_add(1, Ordering::Relaxed)
+    ));
     std::fs::write(&staging, &compiled).context("write the compile cache")?;
     std::fs::rename(&staging, &path).context("publish the compile cache entry")?;
     // SAFETY: produced just above by this engine.

@@ -419,3 +419,29 @@ fn a_second_start_loads_the_compiled_release_from_the_cache() {
     assert_eq!(std::fs::read_dir(&cache).unwrap().count(), 1);
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Runners of one process configuring the same release at once into one
+/// empty cache each compile it and publish the same entry; none fails.
+#[test]
+fn concurrent_compiles_of_one_release_share_the_cache() {
+    let mut nonce = [0u8; 16];
+    getrandom(&mut nonce);
+    let dir = std::env::temp_dir().join(format!("tools-{}", hex::encode(nonce)));
+    let cache = dir.join("cache");
+    let wasm = release_wasm("upper");
+    let describe = description(&["text"], &["text"], &[], &[]);
+    let start = std::sync::Barrier::new(4);
+    std::thread::scope(|scope| {
+        for _ in 0..4 {
+            scope.spawn(|| {
+                let store = MemoryStore::default();
+                let mut runner = runner(settings(limits(), 1, vec![], Some(cache.clone())), &store);
+                start.wait();
+                runner.configure(&describe, &wasm).unwrap();
+            });
+        }
+    });
+    // One entry, no staging file left.
+    assert_eq!(std::fs::read_dir(&cache).unwrap().count(), 1);
+    let _ = std::fs::remove_dir_all(dir);
+}
