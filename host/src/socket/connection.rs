@@ -19,6 +19,7 @@ use super::Sockets;
 use crate::events::Connection;
 use crate::server::Listener;
 use crate::service::Service;
+use futures_util::stream::SplitSink;
 use futures_util::{SinkExt, StreamExt};
 use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioIo;
@@ -26,6 +27,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, Semaphore};
+use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::error::Error as WsError;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
@@ -90,7 +92,12 @@ pub async fn serve(
     let (sink, mut stream) = socket.split();
     let conn = sockets.hub.connect();
     let (out, outgoing) = mpsc::channel(OUTGOING_DEPTH);
-    let writer = tokio::spawn(write(sink, outgoing, Arc::clone(&conn)));
+    let writer = tokio::spawn(write(
+        sink,
+        outgoing,
+        Arc::clone(&conn),
+        sockets.event_interval,
+    ));
     if !offered {
         let reason = "the subprotocol `coord` is required";
         let _ = out.send(Out::Close(CloseCode::Protocol, reason)).await;
@@ -278,19 +285,33 @@ async fn linger(io: &mut TokioIo<Upgraded>) {
 }
 
 /// Writes replies as they come and subscription frames as they wait,
-/// until a close or until every sender is gone.
+/// until a close or until every sender is gone. Subscription frames are
+/// taken at most once per `interval` (`--socket-event-interval-ms`):
+/// advances announced meanwhile coalesce in the hub's pending tables, one
+/// event per journal per subscription. A reply is never held back; it
+/// takes what is waiting by then along with it.
 async fn write(
-    mut sink: futures_util::stream::SplitSink<Socket, Message>,
+    mut sink: SplitSink<Socket, Message>,
     mut outgoing: mpsc::Receiver<Out>,
     conn: Arc<Connection>,
-) -> futures_util::stream::SplitSink<Socket, Message> {
+    interval: Duration,
+) -> SplitSink<Socket, Message> {
+    // The writer does not wake for subscription frames before this.
+    let mut next_take = Instant::now();
     loop {
+        let waiting = async {
+            tokio::time::sleep_until(next_take).await;
+            conn.frames_waiting().await
+        };
         let frames = tokio::select! {
             out = outgoing.recv() => match out {
                 // Subscription frames queued before a reply precede it:
                 // `unsubscribe`'s `closed` frame comes before its reply.
                 Some(Out::Text(text)) => {
                     let mut frames = conn.take_frames();
+                    if !frames.is_empty() {
+                        next_take = Instant::now() + interval;
+                    }
                     frames.push(text);
                     frames
                 }
@@ -305,24 +326,49 @@ async fn write(
                 }
                 None => break,
             },
-            _ = conn.frames_waiting() => conn.take_frames(),
-        };
-        for text in frames {
-            match tokio::time::timeout(REPLY_WRITE_TIMEOUT, sink.send(Message::text(text))).await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => {
-                    tracing::debug!(error = %e, "socket write failed");
-                    return sink;
-                }
-                Err(_) => {
-                    tracing::info!(
-                        "a socket reply was not written in 30 s: dropped, connection closed"
-                    );
-                    return sink;
-                }
+            _ = waiting => {
+                next_take = Instant::now() + interval;
+                conn.take_frames()
             }
+        };
+        if let Err(stop) = write_frames(&mut sink, frames).await {
+            match stop {
+                Stop::Failed(e) => tracing::debug!(error = %e, "socket write failed"),
+                Stop::TimedOut => tracing::info!(
+                    "a socket reply was not written in 30 s: dropped, connection closed"
+                ),
+            }
+            return sink;
         }
     }
     let _ = tokio::time::timeout(Duration::from_secs(1), sink.close()).await;
     sink
+}
+
+/// Why writing stopped.
+enum Stop {
+    Failed(WsError),
+    TimedOut,
+}
+
+/// Writes `frames` in order with one flush after the last (frames are
+/// buffered up to tungstenite's write buffer, not written one by one);
+/// each step gets [`REPLY_WRITE_TIMEOUT`].
+async fn write_frames(
+    sink: &mut SplitSink<Socket, Message>,
+    frames: Vec<String>,
+) -> Result<(), Stop> {
+    for text in frames {
+        within(sink.feed(Message::text(text))).await?;
+    }
+    within(sink.flush()).await
+}
+
+/// One write step, within [`REPLY_WRITE_TIMEOUT`].
+async fn within(step: impl std::future::Future<Output = Result<(), WsError>>) -> Result<(), Stop> {
+    match tokio::time::timeout(REPLY_WRITE_TIMEOUT, step).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(Stop::Failed(e)),
+        Err(_) => Err(Stop::TimedOut),
+    }
 }
