@@ -57,6 +57,10 @@ const LINGER: Duration = Duration::from_secs(5);
 
 type Socket = WebSocketStream<TokioIo<Upgraded>>;
 
+/// A call in flight: its instance's work, then its reply handed to the
+/// writer.
+type Call = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
 /// What the writer is given.
 enum Out {
     Text(String),
@@ -169,12 +173,37 @@ impl Reader {
         stream: &mut futures_util::stream::SplitStream<Socket>,
         shutdown: &mut tokio::sync::watch::Receiver<bool>,
     ) -> Ending {
+        let mut inline = None;
+        let ending = self.read_frames(stream, shutdown, &mut inline).await;
+        // Reading ended, not the call: it finishes in a task of its own.
+        if let Some(call) = inline {
+            tokio::spawn(call);
+        }
+        ending
+    }
+
+    /// Reads frames and starts their calls until reading ends. The latest
+    /// call runs in `inline`, polled by this task beside the next read, as
+    /// long as no other frame arrives: a lone call costs no task and no
+    /// hand-over between threads. When another frame arrives, or before
+    /// anything here waits, it moves to a task of its own.
+    async fn read_frames(
+        &self,
+        stream: &mut futures_util::stream::SplitStream<Socket>,
+        shutdown: &mut tokio::sync::watch::Receiver<bool>,
+        inline: &mut Option<Call>,
+    ) -> Ending {
         loop {
-            let message = tokio::select! {
+            let step = tokio::select! {
                 biased;
                 _ = shutdown.wait_for(|stop| *stop) => return Ending::Shutdown,
                 _ = self.out.closed() => return Ending::Gone,
-                message = stream.next() => message,
+                message = stream.next() => Some(message),
+                () = async { inline.as_mut().expect("guarded").await }, if inline.is_some() => None,
+            };
+            let Some(message) = step else {
+                *inline = None;
+                continue;
             };
             let text = match message {
                 None | Some(Err(WsError::ConnectionClosed | WsError::AlreadyClosed)) => {
@@ -201,20 +230,25 @@ impl Reader {
                     "a frame is a JSON object with a non-empty string `id`",
                 );
             };
+            if let Some(call) = inline.take() {
+                tokio::spawn(call);
+            }
             let frame = Vec::from(bytes::Bytes::from(text));
-            if let Some(ending) = self.start(id, frame, shutdown).await {
-                return ending;
+            match self.start(id, frame, shutdown).await {
+                Ok(call) => *inline = call,
+                Err(ending) => return ending,
             }
         }
     }
 
-    /// Starts the call of `frame`, or refuses it with a reply of its own.
+    /// The call of `frame`, to be run; none when it was refused with a
+    /// reply of its own.
     async fn start(
         &self,
         id: String,
         frame: Vec<u8>,
         shutdown: &mut tokio::sync::watch::Receiver<bool>,
-    ) -> Option<Ending> {
+    ) -> Result<Option<Call>, Ending> {
         let contract = self.service.loaded().identity.contract.clone();
         let refuse = |message: &str| Out::Text(refusal(&contract, &id, "invalid", message));
         if id.chars().count() > MAX_ID_CHARS {
@@ -238,27 +272,27 @@ impl Reader {
             held = self.sockets.budget.hold(frame.len() as u64) => held,
             _ = shutdown.wait_for(|stop| *stop) => {
                 self.ids.lock().unwrap().remove(&id);
-                return Some(Ending::Shutdown);
+                return Err(Ending::Shutdown);
             }
         };
         let service = Arc::clone(&self.service);
         let connection = self.conn.id();
         let ids = Arc::clone(&self.ids);
         let out = self.out.clone();
-        tokio::spawn(async move {
+        Ok(Some(Box::pin(async move {
             let reply = call::reply(&service, connection, &id, frame).await;
             drop(held);
             ids.lock().unwrap().remove(&id);
             let _ = out.send(Out::Text(reply)).await;
             drop(slot);
-        });
-        None
+        })))
     }
 
-    async fn send(&self, out: Out) -> Option<Ending> {
+    /// Sends a reply the host gives itself; no call follows.
+    async fn send(&self, out: Out) -> Result<Option<Call>, Ending> {
         match self.out.send(out).await {
-            Ok(()) => None,
-            Err(_) => Some(Ending::Gone),
+            Ok(()) => Ok(None),
+            Err(_) => Err(Ending::Gone),
         }
     }
 }
