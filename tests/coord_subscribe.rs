@@ -278,6 +278,34 @@ fn appends_while_not_reading_coalesce_to_the_head() {
 }
 
 #[test]
+fn events_are_written_at_most_once_per_interval_and_coalesce_meanwhile() {
+    let labd = Labd::start(
+        "subscribe-interval",
+        &["--socket-event-interval-ms", "2000"],
+    );
+    let coord = Coord::new(&labd);
+    coord.project("alpha");
+    let journal = Journal::of(labd.journal());
+    let admin = coord.admin();
+    let mut socket = Socket::open(&coord);
+    let id = socket.subscribed(&admin, "projects/alpha", Some(0));
+    let alpha = journal.space("projects/alpha");
+    // Nothing was written for a while: the first event is not held back.
+    let first = journal.append_one(&alpha);
+    let frame = socket.frame();
+    assert_eq!(frame["subscription"], id);
+    assert_eq!(event_of(&frame).2, first);
+    // Within the interval that follows, three appends become one event at
+    // the last cutoff.
+    let mut head = first;
+    for _ in 0..3 {
+        head = journal.append_one(&alpha);
+    }
+    let frame = socket.frame();
+    assert_eq!(event_of(&frame).2, head, "{frame}");
+}
+
+#[test]
 fn a_full_pending_table_yields_a_gap() {
     let (_labd, coord, journal) = start("subscribe-gap");
     let admin = coord.admin();

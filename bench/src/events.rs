@@ -349,6 +349,11 @@ pub async fn run(target: Target, round: Duration) -> Result<Vec<Row>> {
     progress(&format!("events: latency, {SUBSCRIPTIONS} subscriptions"));
     let world_scope = [json!([])];
     let others = Subscriptions::open(&target, &signer, SUBSCRIPTIONS - 1, &world_scope).await?;
+    // A fresh connection: opening the subscriptions may outlast labd's
+    // allowance for an idle keep-alive connection (`--header-read-timeout-ms`,
+    // 10 s), as it does against a debug build, and labd closes one idle
+    // that long.
+    let mut api = Api::connect(target.journal).await?;
     let loaded = latencies(
         &mut api,
         &spaces[0],

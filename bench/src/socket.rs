@@ -115,10 +115,14 @@ pub async fn run(target: Target, round: Duration) -> Result<Vec<Row>> {
     let mut rows = Vec::new();
     for clients in CLIENTS {
         progress(&format!("socket: resolve, c={clients}"));
-        let (mut http, mut socket) = ((0u64, Duration::ZERO), (0u64, Duration::ZERO));
+        // Per binding: calls answered, time, labd's CPU time.
+        let zero = (0u64, Duration::ZERO, Duration::ZERO);
+        let (mut http, mut socket) = (zero, zero);
         for _ in 0..ROUNDS {
             for binding in [Binding::Http, Binding::Socket] {
+                let cpu_before = labd_cpu(target.pid)?;
                 let done = load(addr, &signer, &built, binding, clients, round).await?;
+                let cpu = labd_cpu(target.pid)?.saturating_sub(cpu_before);
                 let sum = if binding == Binding::Http {
                     &mut http
                 } else {
@@ -126,16 +130,24 @@ pub async fn run(target: Target, round: Duration) -> Result<Vec<Row>> {
                 };
                 sum.0 += done;
                 sum.1 += round;
+                sum.2 += cpu;
             }
         }
-        let rate = |(n, t): (u64, Duration)| n as f64 / t.as_secs_f64();
+        let rate = |(n, t, _): (u64, Duration, Duration)| n as f64 / t.as_secs_f64();
+        let cpu_per_call =
+            |(n, _, cpu): (u64, Duration, Duration)| cpu.as_secs_f64() * 1e6 / n.max(1) as f64;
         let (socket_rate, http_rate) = (rate(socket), rate(http));
         rows.push(Row::new(
             format!("coord resolve over the socket, signed, c={clients}"),
             format!("{socket_rate:.0} calls/s"),
             format!("{http_rate:.0} req/s over HTTP keep-alive"),
             percent(socket_rate / http_rate),
-            verdict(">= 100% of HTTP", socket_rate >= http_rate),
+            format!(
+                "{}; labd CPU per call {:.0} us, over HTTP {:.0} us",
+                verdict(">= 100% of HTTP", socket_rate >= http_rate),
+                cpu_per_call(socket),
+                cpu_per_call(http)
+            ),
         ));
     }
 
@@ -244,6 +256,11 @@ async fn socket_client(
     }
     socket.close(None).await.ok();
     Ok(done)
+}
+
+/// labd's CPU time so far (user and system).
+fn labd_cpu(pid: u32) -> Result<Duration> {
+    Ok(crate::journal::cpu_time(&format!("/proc/{pid}/stat"))?.1)
 }
 
 /// labd's resident memory in KiB.

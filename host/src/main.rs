@@ -287,7 +287,11 @@ async fn run(settings: Settings) -> Result<()> {
 
     let (stop, stopped) = watch::channel(false);
     let grace = Duration::from_secs(settings.shutdown_grace);
-    let sockets = socket::Sockets::new(Arc::clone(&hub), settings.socket_frame_budget_bytes);
+    let sockets = socket::Sockets::new(
+        Arc::clone(&hub),
+        settings.socket_frame_budget_bytes,
+        Duration::from_millis(settings.socket_event_interval_ms),
+    );
     let mut servers = Vec::new();
     for (service, operations, management_listener) in listeners {
         let operations_service = Arc::clone(&service);

@@ -272,6 +272,14 @@ pub struct Settings {
           value_parser = clap::value_parser!(u64).range(1..))]
     pub socket_frame_budget_bytes: u64,
 
+    /// Shortest time, in milliseconds, between two writes of a socket
+    /// connection's subscription frames: advances announced meanwhile
+    /// coalesce, one event per journal per subscription (design.md,
+    /// "Sockets"). 0 writes them as soon as they are announced.
+    #[arg(long, env = "LAB_SOCKET_EVENT_INTERVAL_MS", default_value_t = 5,
+          value_parser = clap::value_parser!(u64).range(0..=10_000))]
+    pub socket_event_interval_ms: u64,
+
     /// Seconds in-flight requests get to finish after SIGINT or SIGTERM.
     #[arg(long, env = "LAB_SHUTDOWN_GRACE", default_value_t = 30)]
     pub shutdown_grace: u64,

@@ -93,6 +93,8 @@ impl Scope {
 /// What one subscription had pending, taken from it.
 pub struct Taken {
     id: String,
+    /// The subscription's event frames up to the space (`EventHead`).
+    head: Arc<str>,
     hidden: usize,
     events: Vec<(Arc<Named>, u64)>,
     /// The scope's space, when a `gap` was pending.
@@ -102,14 +104,17 @@ pub struct Taken {
 impl Taken {
     /// Appends its frames to `frames`: the events, then the gap.
     pub fn write(self, frames: &mut Vec<String>) {
-        let id = serde_json::to_string(&self.id).expect("a string serializes");
+        use std::fmt::Write as _;
         for (named, cutoff) in &self.events {
-            frames.push(format!(
-                r#"{{"subscription":{id},"contract":"{CONTRACT}","event":{{"space":{},"cutoff":{cutoff}}}}}"#,
-                named.space_json(self.hidden)
-            ));
+            let space = named.space_json(self.hidden);
+            let mut frame = String::with_capacity(self.head.len() + space.len() + 32);
+            frame.push_str(&self.head);
+            frame.push_str(&space);
+            let _ = write!(frame, r#","cutoff":{cutoff}}}}}"#);
+            frames.push(frame);
         }
         if let Some(space) = &self.gap {
+            let id = serde_json::to_string(&self.id).expect("a string serializes");
             frames.push(format!(
                 r#"{{"subscription":{id},"contract":"{CONTRACT}","gap":{{"space":{}}}}}"#,
                 space_json(space, self.hidden)
@@ -150,16 +155,26 @@ pub struct Subscription {
     pub expires_at: u64,
     /// Digests of the grants that authorized it.
     pub grants: Vec<String>,
+    /// `{"subscription":…,"contract":…,"event":{"space":`, made once.
+    head: Arc<str>,
     pending: Vec<(Arc<Named>, u64)>,
-    /// Index in `pending` by space ID.
+    /// Index in `pending` by space ID, kept once `pending` holds more than
+    /// [`SCANNED`] journals (below that a scan is cheaper than hashing).
     at: HashMap<String, usize>,
     gap: bool,
     delivered: u64,
 }
 
+/// Pending journals looked up by scanning rather than by `at`.
+const SCANNED: usize = 16;
+
 impl Subscription {
     pub fn new(id: String, scope: Scope, expires_at: u64, grants: Vec<String>) -> Self {
+        let quoted = serde_json::to_string(&id).expect("a string serializes");
+        let head =
+            format!(r#"{{"subscription":{quoted},"contract":"{CONTRACT}","event":{{"space":"#);
         Subscription {
+            head: head.into(),
             id,
             scope,
             expires_at,
@@ -174,7 +189,7 @@ impl Subscription {
     /// Takes the advance of `journal` to `cutoff` (which the scope covers)
     /// into the pending table; true when a frame became due.
     pub fn offer(&mut self, named: &Arc<Named>, cutoff: u64) -> bool {
-        if let Some(&i) = self.at.get(named.journal.space_id.as_str()) {
+        if let Some(i) = self.position(named) {
             let pending = &mut self.pending[i].1;
             if cutoff <= *pending {
                 return false;
@@ -185,10 +200,29 @@ impl Subscription {
         if self.pending.len() >= PENDING_JOURNALS {
             return self.lose();
         }
-        self.at
-            .insert(named.journal.space_id.clone(), self.pending.len());
         self.pending.push((Arc::clone(named), cutoff));
+        if self.pending.len() > SCANNED {
+            if self.at.is_empty() {
+                for (i, (pending, _)) in self.pending.iter().enumerate() {
+                    self.at.insert(pending.journal.space_id.clone(), i);
+                }
+            } else {
+                self.at
+                    .insert(named.journal.space_id.clone(), self.pending.len() - 1);
+            }
+        }
         true
+    }
+
+    /// Where `named`'s journal is in `pending`, if it is.
+    fn position(&self, named: &Arc<Named>) -> Option<usize> {
+        let space_id = named.journal.space_id.as_str();
+        if self.pending.len() > SCANNED {
+            return self.at.get(space_id).copied();
+        }
+        self.pending.iter().position(|(pending, _)| {
+            Arc::ptr_eq(pending, named) || pending.journal.space_id == space_id
+        })
     }
 
     /// Records that an advance in scope was not kept: one `gap` pending.
@@ -218,6 +252,7 @@ impl Subscription {
         });
         Some(Taken {
             id: self.id.clone(),
+            head: Arc::clone(&self.head),
             hidden: self.scope.hidden as usize,
             events,
             gap,

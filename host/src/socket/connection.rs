@@ -19,6 +19,7 @@ use super::Sockets;
 use crate::events::Connection;
 use crate::server::Listener;
 use crate::service::Service;
+use futures_util::stream::SplitSink;
 use futures_util::{SinkExt, StreamExt};
 use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioIo;
@@ -26,6 +27,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, Semaphore};
+use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::error::Error as WsError;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
@@ -54,6 +56,10 @@ const OUTGOING_DEPTH: usize = 64;
 const LINGER: Duration = Duration::from_secs(5);
 
 type Socket = WebSocketStream<TokioIo<Upgraded>>;
+
+/// A call in flight: its instance's work, then its reply handed to the
+/// writer.
+type Call = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
 /// What the writer is given.
 enum Out {
@@ -90,7 +96,12 @@ pub async fn serve(
     let (sink, mut stream) = socket.split();
     let conn = sockets.hub.connect();
     let (out, outgoing) = mpsc::channel(OUTGOING_DEPTH);
-    let writer = tokio::spawn(write(sink, outgoing, Arc::clone(&conn)));
+    let writer = tokio::spawn(write(
+        sink,
+        outgoing,
+        Arc::clone(&conn),
+        sockets.event_interval,
+    ));
     if !offered {
         let reason = "the subprotocol `coord` is required";
         let _ = out.send(Out::Close(CloseCode::Protocol, reason)).await;
@@ -162,12 +173,37 @@ impl Reader {
         stream: &mut futures_util::stream::SplitStream<Socket>,
         shutdown: &mut tokio::sync::watch::Receiver<bool>,
     ) -> Ending {
+        let mut inline = None;
+        let ending = self.read_frames(stream, shutdown, &mut inline).await;
+        // Reading ended, not the call: it finishes in a task of its own.
+        if let Some(call) = inline {
+            tokio::spawn(call);
+        }
+        ending
+    }
+
+    /// Reads frames and starts their calls until reading ends. The latest
+    /// call runs in `inline`, polled by this task beside the next read, as
+    /// long as no other frame arrives: a lone call costs no task and no
+    /// hand-over between threads. When another frame arrives, or before
+    /// anything here waits, it moves to a task of its own.
+    async fn read_frames(
+        &self,
+        stream: &mut futures_util::stream::SplitStream<Socket>,
+        shutdown: &mut tokio::sync::watch::Receiver<bool>,
+        inline: &mut Option<Call>,
+    ) -> Ending {
         loop {
-            let message = tokio::select! {
+            let step = tokio::select! {
                 biased;
                 _ = shutdown.wait_for(|stop| *stop) => return Ending::Shutdown,
                 _ = self.out.closed() => return Ending::Gone,
-                message = stream.next() => message,
+                message = stream.next() => Some(message),
+                () = async { inline.as_mut().expect("guarded").await }, if inline.is_some() => None,
+            };
+            let Some(message) = step else {
+                *inline = None;
+                continue;
             };
             let text = match message {
                 None | Some(Err(WsError::ConnectionClosed | WsError::AlreadyClosed)) => {
@@ -194,20 +230,25 @@ impl Reader {
                     "a frame is a JSON object with a non-empty string `id`",
                 );
             };
+            if let Some(call) = inline.take() {
+                tokio::spawn(call);
+            }
             let frame = Vec::from(bytes::Bytes::from(text));
-            if let Some(ending) = self.start(id, frame, shutdown).await {
-                return ending;
+            match self.start(id, frame, shutdown).await {
+                Ok(call) => *inline = call,
+                Err(ending) => return ending,
             }
         }
     }
 
-    /// Starts the call of `frame`, or refuses it with a reply of its own.
+    /// The call of `frame`, to be run; none when it was refused with a
+    /// reply of its own.
     async fn start(
         &self,
         id: String,
         frame: Vec<u8>,
         shutdown: &mut tokio::sync::watch::Receiver<bool>,
-    ) -> Option<Ending> {
+    ) -> Result<Option<Call>, Ending> {
         let contract = self.service.loaded().identity.contract.clone();
         let refuse = |message: &str| Out::Text(refusal(&contract, &id, "invalid", message));
         if id.chars().count() > MAX_ID_CHARS {
@@ -231,27 +272,27 @@ impl Reader {
             held = self.sockets.budget.hold(frame.len() as u64) => held,
             _ = shutdown.wait_for(|stop| *stop) => {
                 self.ids.lock().unwrap().remove(&id);
-                return Some(Ending::Shutdown);
+                return Err(Ending::Shutdown);
             }
         };
         let service = Arc::clone(&self.service);
         let connection = self.conn.id();
         let ids = Arc::clone(&self.ids);
         let out = self.out.clone();
-        tokio::spawn(async move {
+        Ok(Some(Box::pin(async move {
             let reply = call::reply(&service, connection, &id, frame).await;
             drop(held);
             ids.lock().unwrap().remove(&id);
             let _ = out.send(Out::Text(reply)).await;
             drop(slot);
-        });
-        None
+        })))
     }
 
-    async fn send(&self, out: Out) -> Option<Ending> {
+    /// Sends a reply the host gives itself; no call follows.
+    async fn send(&self, out: Out) -> Result<Option<Call>, Ending> {
         match self.out.send(out).await {
-            Ok(()) => None,
-            Err(_) => Some(Ending::Gone),
+            Ok(()) => Ok(None),
+            Err(_) => Err(Ending::Gone),
         }
     }
 }
@@ -278,19 +319,33 @@ async fn linger(io: &mut TokioIo<Upgraded>) {
 }
 
 /// Writes replies as they come and subscription frames as they wait,
-/// until a close or until every sender is gone.
+/// until a close or until every sender is gone. Subscription frames are
+/// taken at most once per `interval` (`--socket-event-interval-ms`):
+/// advances announced meanwhile coalesce in the hub's pending tables, one
+/// event per journal per subscription. A reply is never held back; it
+/// takes what is waiting by then along with it.
 async fn write(
-    mut sink: futures_util::stream::SplitSink<Socket, Message>,
+    mut sink: SplitSink<Socket, Message>,
     mut outgoing: mpsc::Receiver<Out>,
     conn: Arc<Connection>,
-) -> futures_util::stream::SplitSink<Socket, Message> {
+    interval: Duration,
+) -> SplitSink<Socket, Message> {
+    // The writer does not wake for subscription frames before this.
+    let mut next_take = Instant::now();
     loop {
+        let waiting = async {
+            tokio::time::sleep_until(next_take).await;
+            conn.frames_waiting().await
+        };
         let frames = tokio::select! {
             out = outgoing.recv() => match out {
                 // Subscription frames queued before a reply precede it:
                 // `unsubscribe`'s `closed` frame comes before its reply.
                 Some(Out::Text(text)) => {
                     let mut frames = conn.take_frames();
+                    if !frames.is_empty() {
+                        next_take = Instant::now() + interval;
+                    }
                     frames.push(text);
                     frames
                 }
@@ -305,24 +360,49 @@ async fn write(
                 }
                 None => break,
             },
-            _ = conn.frames_waiting() => conn.take_frames(),
-        };
-        for text in frames {
-            match tokio::time::timeout(REPLY_WRITE_TIMEOUT, sink.send(Message::text(text))).await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => {
-                    tracing::debug!(error = %e, "socket write failed");
-                    return sink;
-                }
-                Err(_) => {
-                    tracing::info!(
-                        "a socket reply was not written in 30 s: dropped, connection closed"
-                    );
-                    return sink;
-                }
+            _ = waiting => {
+                next_take = Instant::now() + interval;
+                conn.take_frames()
             }
+        };
+        if let Err(stop) = write_frames(&mut sink, frames).await {
+            match stop {
+                Stop::Failed(e) => tracing::debug!(error = %e, "socket write failed"),
+                Stop::TimedOut => tracing::info!(
+                    "a socket reply was not written in 30 s: dropped, connection closed"
+                ),
+            }
+            return sink;
         }
     }
     let _ = tokio::time::timeout(Duration::from_secs(1), sink.close()).await;
     sink
+}
+
+/// Why writing stopped.
+enum Stop {
+    Failed(WsError),
+    TimedOut,
+}
+
+/// Writes `frames` in order with one flush after the last (frames are
+/// buffered up to tungstenite's write buffer, not written one by one);
+/// each step gets [`REPLY_WRITE_TIMEOUT`].
+async fn write_frames(
+    sink: &mut SplitSink<Socket, Message>,
+    frames: Vec<String>,
+) -> Result<(), Stop> {
+    for text in frames {
+        within(sink.feed(Message::text(text))).await?;
+    }
+    within(sink.flush()).await
+}
+
+/// One write step, within [`REPLY_WRITE_TIMEOUT`].
+async fn within(step: impl std::future::Future<Output = Result<(), WsError>>) -> Result<(), Stop> {
+    match tokio::time::timeout(REPLY_WRITE_TIMEOUT, step).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(Stop::Failed(e)),
+        Err(_) => Err(Stop::TimedOut),
+    }
 }
