@@ -1815,7 +1815,7 @@ fn ws_signs_each_call_and_prints_every_frame() {
         let subscribe = receive_call(socket);
         assert_eq!(subscribe["id"], "line-2");
         assert_eq!(subscribe["op"], "subscribe");
-        assert!(subscribe.get("params").is_none());
+        assert_eq!(subscribe["params"], json!({}));
         assert_eq!(
             subscribe["body"],
             json!({"path": ["projects", "alpha"], "depth": 0})

@@ -290,7 +290,10 @@ async fn run(settings: Settings) -> Result<()> {
     let sockets = socket::Sockets::new(
         Arc::clone(&hub),
         settings.socket_frame_budget_bytes,
-        Duration::from_millis(settings.socket_event_interval_ms),
+        socket::Writing {
+            event_interval: Duration::from_millis(settings.socket_event_interval_ms),
+            reply_timeout: Duration::from_millis(settings.socket_reply_timeout_ms),
+        },
     );
     let mut servers = Vec::new();
     for (service, operations, management_listener) in listeners {

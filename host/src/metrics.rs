@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -48,12 +49,21 @@ struct Tables {
     requests: BTreeMap<(String, u16), u64>,
     latency: BTreeMap<String, Histogram>,
     instantiation: Histogram,
+    /// Socket calls by how they ended: `answered` (by the component, with
+    /// whatever status), `unavailable` or `internal` (by the host).
+    socket_calls: BTreeMap<&'static str, u64>,
+    socket_latency: Histogram,
 }
 
 /// The metrics of one service.
 pub struct Metrics {
     service: &'static str,
     tables: Mutex<Tables>,
+    sockets_open: AtomicU64,
+    sockets_total: AtomicU64,
+    /// Socket connections closed because their client did not take a
+    /// frame in time (`--socket-reply-timeout-ms`).
+    sockets_not_reading: AtomicU64,
 }
 
 impl Metrics {
@@ -61,7 +71,32 @@ impl Metrics {
         Metrics {
             service,
             tables: Mutex::default(),
+            sockets_open: AtomicU64::new(0),
+            sockets_total: AtomicU64::new(0),
+            sockets_not_reading: AtomicU64::new(0),
         }
+    }
+
+    /// One socket call finished, `ended` as [`Tables::socket_calls`] names.
+    pub fn observe_socket_call(&self, ended: &'static str, elapsed: Duration) {
+        let mut tables = self.tables.lock().unwrap();
+        *tables.socket_calls.entry(ended).or_default() += 1;
+        tables.socket_latency.observe(elapsed.as_secs_f64());
+    }
+
+    /// A socket connection opened; it counts as open until `socket_closed`.
+    pub fn socket_opened(&self) {
+        self.sockets_total.fetch_add(1, Relaxed);
+        self.sockets_open.fetch_add(1, Relaxed);
+    }
+
+    pub fn socket_closed(&self) {
+        self.sockets_open.fetch_sub(1, Relaxed);
+    }
+
+    /// A socket connection closed because its client took no frame in time.
+    pub fn socket_not_reading(&self) {
+        self.sockets_not_reading.fetch_add(1, Relaxed);
     }
 
     /// One finished request; `operation` is `none` for router failures.
@@ -115,6 +150,9 @@ impl Metrics {
             "lab_instantiation_duration_seconds",
             &format!("service=\"{service}\""),
         );
+        if self.sockets_total.load(Relaxed) > 0 {
+            self.render_sockets(&tables, &mut out);
+        }
         out.push_str("# HELP lab_component_info The component now loaded.\n");
         out.push_str("# TYPE lab_component_info gauge\n");
         let _ = writeln!(
@@ -122,6 +160,41 @@ impl Metrics {
             "lab_component_info{{service=\"{service}\",digest=\"{digest}\"}} 1"
         );
         out
+    }
+}
+
+impl Metrics {
+    fn render_sockets(&self, tables: &Tables, out: &mut String) {
+        let service = self.service;
+        let gauges = [
+            ("lab_sockets_open", "gauge", "Socket connections open now.", &self.sockets_open),
+            ("lab_sockets_total", "counter", "Socket connections opened.", &self.sockets_total),
+            (
+                "lab_sockets_not_reading_total",
+                "counter",
+                "Socket connections closed because their client took no frame in time.",
+                &self.sockets_not_reading,
+            ),
+        ];
+        for (name, kind, help, value) in gauges {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+            let _ = writeln!(out, "{name}{{service=\"{service}\"}} {}", value.load(Relaxed));
+        }
+        out.push_str("# HELP lab_socket_calls_total Socket calls, by how they ended: answered by the component, or unavailable or internal in the host.\n");
+        out.push_str("# TYPE lab_socket_calls_total counter\n");
+        for (ended, count) in &tables.socket_calls {
+            let _ = writeln!(
+                out,
+                "lab_socket_calls_total{{service=\"{service}\",ended=\"{ended}\"}} {count}"
+            );
+        }
+        out.push_str("# HELP lab_socket_call_duration_seconds Time from a call's frame read to its reply made.\n");
+        out.push_str("# TYPE lab_socket_call_duration_seconds histogram\n");
+        tables.socket_latency.render(
+            out,
+            "lab_socket_call_duration_seconds",
+            &format!("service=\"{service}\""),
+        );
     }
 }
 

@@ -280,6 +280,13 @@ pub struct Settings {
           value_parser = clap::value_parser!(u64).range(0..=10_000))]
     pub socket_event_interval_ms: u64,
 
+    /// Milliseconds a socket connection's writer waits for its client to
+    /// take a frame; past it the frame is dropped and the connection
+    /// closed (the client is not reading).
+    #[arg(long, env = "LAB_SOCKET_REPLY_TIMEOUT_MS", default_value_t = 30_000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub socket_reply_timeout_ms: u64,
+
     /// Seconds in-flight requests get to finish after SIGINT or SIGTERM.
     #[arg(long, env = "LAB_SHUTDOWN_GRACE", default_value_t = 30)]
     pub shutdown_grace: u64,

@@ -13,35 +13,45 @@ pub async fn reply(service: &Service, connection: u64, id: &str, frame: Vec<u8>)
     let started = Instant::now();
     let outcome = invoke(service, connection, frame).await;
     let contract = &service.loaded().identity.contract;
-    let reply = match outcome {
+    let (ended, reply) = match outcome {
         Ok(reply) => match String::from_utf8(reply) {
-            Ok(text) => text,
-            Err(_) => refusal(
-                contract,
-                id,
+            Ok(text) => ("answered", text),
+            Err(_) => (
                 "internal",
-                "the service answered a malformed reply",
+                refusal(
+                    contract,
+                    id,
+                    "internal",
+                    "the service answered a malformed reply",
+                ),
             ),
         },
-        Err(InstanceError::Unavailable(why)) => refusal(contract, id, "unavailable", why),
+        Err(InstanceError::Unavailable(why)) => {
+            ("unavailable", refusal(contract, id, "unavailable", why))
+        }
         Err(InstanceError::Failed(e)) => {
             tracing::error!(
                 service = service.name,
                 error = format!("{e:#}"),
                 "socket call failed in the host or the component"
             );
-            refusal(
-                contract,
-                id,
+            (
                 "internal",
-                "the service failed while handling the call",
+                refusal(
+                    contract,
+                    id,
+                    "internal",
+                    "the service failed while handling the call",
+                ),
             )
         }
     };
+    let elapsed = started.elapsed();
+    service.metrics.observe_socket_call(ended, elapsed);
     tracing::info!(
         service = service.name,
         route = "ws",
-        duration_us = started.elapsed().as_micros() as u64,
+        duration_us = elapsed.as_micros() as u64,
         "call"
     );
     reply

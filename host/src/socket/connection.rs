@@ -9,14 +9,16 @@
 //! - a call in flight holds its frame's bytes of the host-wide frame
 //!   budget; a frame that does not fit is held, and nothing more is read
 //!   from its connection, until it fits;
-//! - a reply not written within [`REPLY_WRITE_TIMEOUT`] is dropped and the
-//!   connection closed (its client is not reading);
+//! - a frame not written within [`Writing::reply_timeout`]
+//!   (`--socket-reply-timeout-ms`, 30 s) is dropped and the connection
+//!   closed (its client is not reading);
 //! - on shutdown nothing more is read, calls in flight get
 //!   [`SHUTDOWN_GRACE`], then the hub's `closed` frames and close 1001.
 
 use super::call::{self, refusal};
 use super::Sockets;
 use crate::events::Connection;
+use crate::metrics::Metrics;
 use crate::server::Listener;
 use crate::service::Service;
 use futures_util::stream::SplitSink;
@@ -41,8 +43,6 @@ pub const MAX_FRAME: usize = 68_157_440;
 pub const MAX_IN_FLIGHT: u32 = 32;
 /// Characters of a correlation ID.
 pub const MAX_ID_CHARS: usize = 128;
-/// A reply not written in this time is dropped.
-pub const REPLY_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Calls in flight at shutdown get this long to finish.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// The read buffer's size: tungstenite's default (128 KiB) would be held
@@ -61,10 +61,37 @@ type Socket = WebSocketStream<TokioIo<Upgraded>>;
 /// writer.
 type Call = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
+/// How a connection's writer paces and bounds its writes.
+#[derive(Debug, Clone, Copy)]
+pub struct Writing {
+    /// Shortest time between two takes of the connection's subscription
+    /// frames (`--socket-event-interval-ms`).
+    pub event_interval: Duration,
+    /// Longest wait for the client to take a frame
+    /// (`--socket-reply-timeout-ms`).
+    pub reply_timeout: Duration,
+}
+
 /// What the writer is given.
 enum Out {
     Text(String),
     Close(CloseCode, &'static str),
+}
+
+/// A connection counted open in its service's metrics while this lives.
+struct Open(Arc<Metrics>);
+
+impl Open {
+    fn counted(metrics: Arc<Metrics>) -> Open {
+        metrics.socket_opened();
+        Open(metrics)
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.socket_closed();
+    }
 }
 
 /// How reading ended.
@@ -95,12 +122,14 @@ pub async fn serve(
         WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, Some(config)).await;
     let (sink, mut stream) = socket.split();
     let conn = sockets.hub.connect();
+    let _open = Open::counted(Arc::clone(&service.metrics));
     let (out, outgoing) = mpsc::channel(OUTGOING_DEPTH);
     let writer = tokio::spawn(write(
         sink,
         outgoing,
         Arc::clone(&conn),
-        sockets.event_interval,
+        sockets.writing,
+        Arc::clone(&service.metrics),
     ));
     if !offered {
         let reason = "the subprotocol `coord` is required";
@@ -320,7 +349,7 @@ async fn linger(io: &mut TokioIo<Upgraded>) {
 
 /// Writes replies as they come and subscription frames as they wait,
 /// until a close or until every sender is gone. Subscription frames are
-/// taken at most once per `interval` (`--socket-event-interval-ms`):
+/// taken at most once per `writing.event_interval`:
 /// advances announced meanwhile coalesce in the hub's pending tables, one
 /// event per journal per subscription. A reply is never held back; it
 /// takes what is waiting by then along with it.
@@ -328,8 +357,13 @@ async fn write(
     mut sink: SplitSink<Socket, Message>,
     mut outgoing: mpsc::Receiver<Out>,
     conn: Arc<Connection>,
-    interval: Duration,
+    writing: Writing,
+    metrics: Arc<Metrics>,
 ) -> SplitSink<Socket, Message> {
+    let Writing {
+        event_interval: interval,
+        reply_timeout,
+    } = writing;
     // The writer does not wake for subscription frames before this.
     let mut next_take = Instant::now();
     loop {
@@ -352,7 +386,7 @@ async fn write(
                 Some(Out::Close(code, reason)) => {
                     let close = CloseFrame { code, reason: reason.into() };
                     let _ = tokio::time::timeout(
-                        REPLY_WRITE_TIMEOUT,
+                        reply_timeout,
                         sink.send(Message::Close(Some(close))),
                     )
                     .await;
@@ -365,12 +399,16 @@ async fn write(
                 conn.take_frames()
             }
         };
-        if let Err(stop) = write_frames(&mut sink, frames).await {
+        if let Err(stop) = write_frames(&mut sink, frames, reply_timeout).await {
             match stop {
                 Stop::Failed(e) => tracing::debug!(error = %e, "socket write failed"),
-                Stop::TimedOut => tracing::info!(
-                    "a socket reply was not written in 30 s: dropped, connection closed"
-                ),
+                Stop::TimedOut => {
+                    metrics.socket_not_reading();
+                    tracing::info!(
+                        timeout_ms = reply_timeout.as_millis() as u64,
+                        "a socket frame was not taken by its client in time: dropped, connection closed"
+                    )
+                }
             }
             return sink;
         }
@@ -387,20 +425,24 @@ enum Stop {
 
 /// Writes `frames` in order with one flush after the last (frames are
 /// buffered up to tungstenite's write buffer, not written one by one);
-/// each step gets [`REPLY_WRITE_TIMEOUT`].
+/// each step gets `timeout`.
 async fn write_frames(
     sink: &mut SplitSink<Socket, Message>,
     frames: Vec<String>,
+    timeout: Duration,
 ) -> Result<(), Stop> {
     for text in frames {
-        within(sink.feed(Message::text(text))).await?;
+        within(timeout, sink.feed(Message::text(text))).await?;
     }
-    within(sink.flush()).await
+    within(timeout, sink.flush()).await
 }
 
-/// One write step, within [`REPLY_WRITE_TIMEOUT`].
-async fn within(step: impl std::future::Future<Output = Result<(), WsError>>) -> Result<(), Stop> {
-    match tokio::time::timeout(REPLY_WRITE_TIMEOUT, step).await {
+/// One write step, within `timeout`.
+async fn within(
+    timeout: Duration,
+    step: impl std::future::Future<Output = Result<(), WsError>>,
+) -> Result<(), Stop> {
+    match tokio::time::timeout(timeout, step).await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err(Stop::Failed(e)),
         Err(_) => Err(Stop::TimedOut),

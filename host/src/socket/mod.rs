@@ -12,6 +12,8 @@
 mod call;
 mod connection;
 
+pub use connection::Writing;
+
 use crate::dispatch::{host_error, HttpResponse, ResponseBody};
 use crate::events::Hub;
 use crate::server::Listener;
@@ -20,7 +22,6 @@ use hyper::body::Incoming;
 use hyper::header::{self, HeaderMap, HeaderValue};
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::time::Duration;
 use tokio::sync::Notify;
 
 /// The route of the socket binding on the operations listener.
@@ -32,17 +33,16 @@ pub struct Sockets {
     /// Bytes of frames held by calls in flight, across every connection
     /// (`--socket-frame-budget-bytes`).
     budget: Arc<FrameBudget>,
-    /// Shortest time between two takes of a connection's subscription
-    /// frames (`--socket-event-interval-ms`).
-    event_interval: Duration,
+    /// How a connection's writer paces and bounds its writes.
+    writing: connection::Writing,
 }
 
 impl Sockets {
     /// `hub`: the process's subscription hub, which every socket joins.
-    pub fn new(hub: Arc<Hub>, budget_bytes: u64, event_interval: Duration) -> Arc<Sockets> {
+    pub fn new(hub: Arc<Hub>, budget_bytes: u64, writing: Writing) -> Arc<Sockets> {
         Arc::new(Sockets {
             hub,
-            event_interval,
+            writing,
             budget: Arc::new(FrameBudget {
                 total: budget_bytes,
                 used: Mutex::new(0),
