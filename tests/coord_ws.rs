@@ -623,3 +623,68 @@ fn a_socket_counts_against_the_connection_limit() {
         coord.client.get("/livez").status == 200
     });
 }
+
+/// A client that takes no frame: once a frame has waited
+/// `--socket-reply-timeout-ms` for it, the connection is closed and the
+/// replies still queued are dropped; another client is served meanwhile,
+/// and the metrics count the socket calls and the dropped connection.
+#[test]
+fn a_client_that_does_not_read_is_closed_after_the_reply_timeout() {
+    let (labd, coord) = start("ws-not-reading", &["--socket-reply-timeout-ms", "1000"]);
+    let admin = coord.admin();
+    coord.project("alpha");
+    // Metadata is carried inline by every entry that reads the record.
+    let mut body = publish_body("big", "projects/alpha/snapshots/big", json!({"n": 1}));
+    body["metadata"] = json!({ "note": "x".repeat(900 << 10) });
+    coord.ok(&admin, &Req::json("publish", &body), 201);
+    let read = Req::read("entries").path("projects/alpha/snapshots/big");
+    // The setup: each reply is over a mebibyte.
+    let mut ws = coord.socket();
+    let reply = coord.call(&mut ws, &admin, &read);
+    assert!(reply.to_string().len() > 1 << 20, "the reply is small");
+    drop(ws);
+
+    // Thirty such replies are more than loopback's buffers hold.
+    const CALLS: usize = 30;
+    let mut slow = coord.socket();
+    for i in 0..CALLS {
+        slow.send_json(&coord.envelope(&admin, &read, &format!("r{i}")));
+    }
+    let management = labd.coord_management();
+    let dropped = "lab_sockets_not_reading_total{service=\"coord\"} 1\n";
+    support::eventually("the connection not read is closed", || {
+        String::from_utf8(management.get("/metrics").body)
+            .unwrap()
+            .contains(dropped)
+    });
+    let mut quick = coord.socket();
+    let reply = coord.call(
+        &mut quick,
+        &admin,
+        &Req::read("resolve").path("projects/alpha"),
+    );
+    assert_eq!(reply["status"], "ok", "{reply}");
+
+    // The slow client reads what reached its buffers, then the end.
+    let mut replies = 0;
+    loop {
+        match slow.socket.read() {
+            Ok(Message::Text(_)) => replies += 1,
+            Ok(Message::Close(_)) => {
+                panic!("a frame dropped for timing out is not followed by a close")
+            }
+            Ok(_) => continue,
+            Err(_) => break,
+        }
+    }
+    assert!(replies < CALLS, "all {CALLS} replies were written");
+
+    let metrics = String::from_utf8(management.get("/metrics").body).unwrap();
+    for line in [
+        "lab_sockets_total{service=\"coord\"} 3\n",
+        "lab_sockets_open{service=\"coord\"} 1\n",
+        "lab_socket_calls_total{service=\"coord\",ended=\"answered\"} 32\n",
+    ] {
+        assert!(metrics.contains(line), "{line} in\n{metrics}");
+    }
+}

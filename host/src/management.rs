@@ -4,7 +4,7 @@
 //! |---|---|
 //! | `GET /livez` | 200 `{status: "ok"}` while the host runs |
 //! | `GET /healthz` | the service's own `healthz`, as its component answers it |
-//! | `GET /metrics` | Prometheus text: the service's requests, the key-value store's commits, storage (map, free disk, blobs), the instance memory budget |
+//! | `GET /metrics` | Prometheus text: the service's requests and socket calls, the key-value store's commits, storage (map, free disk, blobs), the instance memory budget |
 //! | `GET /component` | `{service, digest}` of the component now loaded |
 //! | `POST /reload` | reloads the component from its file; `{service, digest}` |
 //! | `GET /advances` | the journal service only: its advances as they commit, one JSON line each (`events::feed`) |

@@ -167,8 +167,18 @@ impl Metrics {
     fn render_sockets(&self, tables: &Tables, out: &mut String) {
         let service = self.service;
         let gauges = [
-            ("lab_sockets_open", "gauge", "Socket connections open now.", &self.sockets_open),
-            ("lab_sockets_total", "counter", "Socket connections opened.", &self.sockets_total),
+            (
+                "lab_sockets_open",
+                "gauge",
+                "Socket connections open now.",
+                &self.sockets_open,
+            ),
+            (
+                "lab_sockets_total",
+                "counter",
+                "Socket connections opened.",
+                &self.sockets_total,
+            ),
             (
                 "lab_sockets_not_reading_total",
                 "counter",
@@ -178,7 +188,11 @@ impl Metrics {
         ];
         for (name, kind, help, value) in gauges {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-            let _ = writeln!(out, "{name}{{service=\"{service}\"}} {}", value.load(Relaxed));
+            let _ = writeln!(
+                out,
+                "{name}{{service=\"{service}\"}} {}",
+                value.load(Relaxed)
+            );
         }
         out.push_str("# HELP lab_socket_calls_total Socket calls, by how they ended: answered by the component, or unavailable or internal in the host.\n");
         out.push_str("# TYPE lab_socket_calls_total counter\n");
