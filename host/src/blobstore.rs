@@ -84,8 +84,7 @@ impl BlobStore {
     }
 
     fn path_of(&self, digest: &Digest32) -> PathBuf {
-        let hex = hex::encode(digest);
-        self.committed.join(&hex[..2]).join(hex)
+        committed_path(&self.committed, digest)
     }
 
     /// Opens a committed blob.
@@ -283,7 +282,68 @@ impl BlobReader {
     }
 }
 
-fn sync_dir(dir: &Path) -> io::Result<()> {
+/// Where the blob `digest` lives under a `sha256` directory.
+pub fn committed_path(committed: &Path, digest: &Digest32) -> PathBuf {
+    let hex = hex::encode(digest);
+    committed.join(&hex[..2]).join(hex)
+}
+
+/// A file found under a store's `sha256` directory.
+#[derive(Debug)]
+pub enum Found {
+    /// Named as a blob: the digest its name claims, and its length.
+    Blob(Digest32, u64, PathBuf),
+    /// Anything else (a stray file or directory, a malformed name).
+    Stray(PathBuf),
+}
+
+/// Every entry under `<dir>/sha256`, blobs in digest order. Reads names
+/// and lengths only; it does not open the blobs.
+pub fn committed_files(dir: &Path) -> io::Result<Vec<Found>> {
+    let committed = dir.join("sha256");
+    let mut found = Vec::new();
+    let fan_outs = match fs::read_dir(&committed) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(found),
+        Err(e) => return Err(e),
+    };
+    for fan_out in fan_outs {
+        let fan_out = fan_out?;
+        let prefix = fan_out.file_name();
+        if !fan_out.file_type()?.is_dir() {
+            found.push(Found::Stray(fan_out.path()));
+            continue;
+        }
+        for entry in fs::read_dir(fan_out.path())? {
+            let entry = entry?;
+            let path = entry.path();
+            let name = entry.file_name();
+            let digest = name
+                .to_str()
+                .filter(|n| n.len() == 64 && n.bytes().all(|b| b.is_ascii_hexdigit()))
+                .filter(|n| n.bytes().all(|b| !b.is_ascii_uppercase()))
+                .filter(|n| Some(&n[..2]) == prefix.to_str())
+                .and_then(|n| hex::decode(n).ok())
+                .and_then(|d| Digest32::try_from(d).ok());
+            match digest {
+                Some(digest) if entry.file_type()?.is_file() => {
+                    found.push(Found::Blob(digest, entry.metadata()?.len(), path));
+                }
+                _ => found.push(Found::Stray(path)),
+            }
+        }
+    }
+    found.sort_by(|a, b| match (a, b) {
+        (Found::Blob(x, ..), Found::Blob(y, ..)) => x.cmp(y),
+        (Found::Blob(..), Found::Stray(_)) => std::cmp::Ordering::Less,
+        (Found::Stray(_), Found::Blob(..)) => std::cmp::Ordering::Greater,
+        (Found::Stray(x), Found::Stray(y)) => x.cmp(y),
+    });
+    Ok(found)
+}
+
+/// Makes a directory's entries durable.
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
