@@ -421,6 +421,41 @@ fn a_second_backup_copies_only_the_blobs_the_first_lacks() {
         "a refused restore left its partial directory"
     );
 
+    // A manifest naming a file outside the backup is refused.
+    let manifest_path = to.join("manifest.json");
+    let genuine = std::fs::read(&manifest_path).unwrap();
+    let mut hostile: Value = serde_json::from_slice(&genuine).unwrap();
+    hostile["files"] = json!([{ "path": "../../escape", "size": 1, "sha256": "00".repeat(32) }]);
+    std::fs::write(&manifest_path, hostile.to_string()).unwrap();
+    let target = temp_dir("backup-hostile").join("state");
+    let out = restore(&to, &target);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("leaves the backup"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!target.exists());
+    std::fs::write(&manifest_path, genuine).unwrap();
+
+    // A second backup into a directory another backup is writing.
+    let held = std::fs::File::create(to.join("lock")).unwrap();
+    held.try_lock().unwrap();
+    let out = run_labd(&[
+        "backup",
+        "--data-dir",
+        state.to_str().unwrap(),
+        "--to",
+        to.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("another backup is writing"),
+        "{}",
+        text(&out.stderr)
+    );
+    drop(held);
+
     // Not a backup, not a data directory.
     let out = restore(&occupied, &temp_dir("backup-none").join("state"));
     assert_eq!(out.status.code(), Some(2));
@@ -466,7 +501,7 @@ fn stdout_of(out: &Output) -> String {
 }
 
 #[test]
-fn the_check_passes_a_clean_store_and_finds_a_flipped_bit_and_a_deleted_entry() {
+fn the_check_passes_a_clean_store_and_finds_a_flipped_bit_a_deleted_entry_and_a_wrong_cache() {
     let labd = Labd::start("check", &[]);
     let coord = Coord::new(&labd);
     coord.project("alpha");
@@ -561,6 +596,45 @@ fn the_check_passes_a_clean_store_and_finds_a_flipped_bit_and_a_deleted_entry() 
         stdout_of(&out)
     );
 
+    // The coordination service's cache of a path, pointed at another space.
+    let cache = copy_of(&state, "check-cache");
+    {
+        let env = unsafe {
+            heed::EnvOpenOptions::new()
+                .max_dbs(8)
+                .open(cache.join("lmdb"))
+        }
+        .unwrap();
+        let mut txn = env.write_txn().unwrap();
+        let db: heed::Database<heed::types::Bytes, heed::types::Bytes> =
+            env.open_database(&txn, Some("coord")).unwrap().unwrap();
+        let rows: Vec<(Vec<u8>, Vec<u8>)> = db
+            .prefix_iter(&txn, b"resolved\0")
+            .unwrap()
+            .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
+            .collect();
+        assert!(!rows.is_empty(), "the coordination service cached no path");
+        let (key, value) = &rows[0];
+        let mut cached: Value = serde_json::from_slice(value).unwrap();
+        cached["space_id"] = space["space_id"].clone();
+        db.put(&mut txn, key, &serde_json::to_vec(&cached).unwrap())
+            .unwrap();
+        txn.commit().unwrap();
+    }
+    let out = check(&cache, &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout_of(&out));
+    assert!(
+        stdout_of(&out).contains("problem: coord: the resolved path"),
+        "{}",
+        stdout_of(&out)
+    );
+    assert_eq!(
+        stdout_of(&out).matches("problem: ").count(),
+        1,
+        "{}",
+        stdout_of(&out)
+    );
+
     // Orphaned staging files are told of, and removed only when asked.
     let orphan = state.join("blobs/staging/cut-short.part");
     std::fs::write(&orphan, b"partial").unwrap();
@@ -580,6 +654,7 @@ fn the_check_passes_a_clean_store_and_finds_a_flipped_bit_and_a_deleted_entry() 
         dir,
         flipped.parent().unwrap().to_path_buf(),
         deleted.parent().unwrap().to_path_buf(),
+        cache.parent().unwrap().to_path_buf(),
     ] {
         std::fs::remove_dir_all(dir).unwrap();
     }
