@@ -17,9 +17,9 @@
 //!    fsynced) before the transaction referring to it, and blob files are
 //!    never removed, so every blob the snapshot refers to is copied.
 //! 2. Every file the backup writes is written to `staging/`, fsynced,
-//!    renamed into place and its directory fsynced; `manifest.json` is
-//!    replaced last. A backup cut short leaves the previous manifest and
-//!    everything it names intact.
+//!    renamed into place, and its directory fsynced before the manifest
+//!    can name it; `manifest.json` is replaced last. A backup cut short
+//!    leaves the previous manifest and everything it names intact.
 //! 3. A blob is copied only when its bytes hash to its name and length;
 //!    a restore copies only files whose length and SHA-256 are the
 //!    manifest's. A restore builds a new directory beside its target and
@@ -93,6 +93,7 @@ pub fn backup(data_dir: &Path, to: &Path) -> Result<BackupReport> {
     };
     let mut blobs = Vec::new();
     let committed = target.root.join("blobs/sha256");
+    let mut pending = PendingBlobs::default();
     for found in committed_files(&data_dir.join("blobs")).context("list the blob files")? {
         let (digest, size, source) = match found {
             Found::Blob(digest, size, path) => (digest, size, path),
@@ -105,13 +106,14 @@ pub fn backup(data_dir: &Path, to: &Path) -> Result<BackupReport> {
         let present = fs::metadata(&destination).is_ok_and(|m| m.len() == size);
         if !present {
             let staged = target.staging_file()?;
-            copy_verified(&source, &staged, Some((&digest, size)))?;
-            publish(&staged, &destination)?;
+            let (file, ..) = copy_verified(&source, &staged, Some((&digest, size)))?;
+            pending.push(file, staged, destination, size)?;
             report.copied += 1;
             report.copied_bytes += size;
         }
         blobs.push(json!({ "digest": blob_name(&digest), "size": size }));
     }
+    pending.finish(&committed)?;
     report.blobs = blobs.len();
 
     let mut files = Vec::new();
@@ -121,7 +123,8 @@ pub fn backup(data_dir: &Path, to: &Path) -> Result<BackupReport> {
             continue;
         }
         let staged = target.staging_file()?;
-        let (digest, size) = copy_verified(&source, &staged, None)?;
+        let (file, digest, size) = copy_verified(&source, &staged, None)?;
+        file.sync_all()?;
         publish(&staged, &target.root.join("files").join(name))?;
         files.push(json!({ "path": name, "size": size, "sha256": hex::encode(digest) }));
     }
@@ -303,7 +306,9 @@ fn fill_restore(from: &Path, manifest: &Manifest, partial: &Path) -> Result<()> 
         if let Some(fan_out) = destination.parent() {
             fs::create_dir_all(fan_out)?;
         }
-        copy_verified(&source, &destination, Some((digest, *size)))?;
+        copy_verified(&source, &destination, Some((digest, *size)))?
+            .0
+            .sync_all()?;
     }
     // Every directory entry written above, deepest first.
     let mut dirs = vec![lmdb, partial.join("blobs/staging")];
@@ -331,7 +336,8 @@ fn restore_file(source: &Path, destination: &Path, expected: &ManifestFile) -> R
     if let Some(parent) = destination.parent() {
         fs::create_dir_all(parent)?;
     }
-    let (digest, size) = copy_verified(source, destination, None)?;
+    let (file, digest, size) = copy_verified(source, destination, None)?;
+    file.sync_all()?;
     ensure!(
         size == expected.size && digest == expected.sha256,
         "{} is not the file the manifest names ({} bytes, sha256 {}): it holds {size} bytes hashing to {}",
@@ -437,14 +443,14 @@ fn create_private(path: &Path) -> Result<File> {
         .with_context(|| format!("create {}", path.display()))
 }
 
-/// Copies `source` into a new file `destination`, hashing as it goes, and
-/// fsyncs it; with `expected`, refuses (removing the copy) bytes that are
-/// not that blob. Answers the copy's digest and length.
+/// Copies `source` into a new file `destination`, hashing as it goes; with
+/// `expected`, refuses (removing the copy) bytes that are not that blob.
+/// Answers the copy, not yet synced, with its digest and length.
 fn copy_verified(
     source: &Path,
     destination: &Path,
     expected: Option<(&Digest32, u64)>,
-) -> Result<(Digest32, u64)> {
+) -> Result<(File, Digest32, u64)> {
     let mut input = File::open(source).with_context(|| format!("open {}", source.display()))?;
     let mut output = create_private(destination)?;
     let copied = (|| -> Result<(Digest32, u64)> {
@@ -472,13 +478,85 @@ fn copy_verified(
                 hex::encode(digest)
             );
         }
-        output.sync_all()?;
         Ok((digest, size))
     })();
-    if copied.is_err() {
-        let _ = fs::remove_file(destination);
+    match copied {
+        Ok((digest, size)) => Ok((output, digest, size)),
+        Err(e) => {
+            let _ = fs::remove_file(destination);
+            Err(e)
+        }
     }
-    copied
+}
+
+/// Blob copies written to staging and not yet synced. A batch is synced
+/// by several threads at once (the filesystem commits concurrent syncs
+/// together), then renamed into place; the directories the renames touched
+/// are synced once, by [`PendingBlobs::finish`], before the manifest can
+/// name the blobs. A file reaches its name only synced, so a crash leaves
+/// a blob either absent (the next backup copies it) or whole.
+#[derive(Default)]
+struct PendingBlobs {
+    files: Vec<(File, PathBuf, PathBuf)>,
+    bytes: u64,
+    dirs: std::collections::BTreeSet<PathBuf>,
+}
+
+impl PendingBlobs {
+    /// Files or bytes after which a batch is synced.
+    const FILES: usize = 64;
+    const BYTES: u64 = 64 << 20;
+    /// Threads syncing a batch.
+    const SYNCERS: usize = 8;
+
+    fn push(&mut self, file: File, staged: PathBuf, destination: PathBuf, size: u64) -> Result<()> {
+        self.files.push((file, staged, destination));
+        self.bytes += size;
+        if self.files.len() >= Self::FILES || self.bytes >= Self::BYTES {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        let per_thread = self.files.len().div_ceil(Self::SYNCERS).max(1);
+        std::thread::scope(|scope| {
+            let syncs: Vec<_> = self
+                .files
+                .chunks(per_thread)
+                .map(|chunk| {
+                    scope.spawn(move || chunk.iter().try_for_each(|(file, ..)| file.sync_all()))
+                })
+                .collect();
+            syncs
+                .into_iter()
+                .try_for_each(|s| s.join().expect("a sync thread panicked"))
+        })
+        .context("sync the copied blobs")?;
+        for (_, staged, destination) in self.files.drain(..) {
+            let dir = destination
+                .parent()
+                .context("a blob path has a directory")?;
+            if self.dirs.insert(dir.to_path_buf()) {
+                fs::create_dir_all(dir)?;
+            }
+            fs::rename(&staged, &destination)
+                .with_context(|| format!("rename into {}", destination.display()))?;
+        }
+        self.bytes = 0;
+        Ok(())
+    }
+
+    /// Syncs what is pending, then every directory the renames touched and
+    /// `committed`, which holds them.
+    fn finish(mut self, committed: &Path) -> Result<()> {
+        self.flush()?;
+        for dir in &self.dirs {
+            sync_dir(dir)?;
+        }
+        sync_dir(committed)?;
+        Ok(())
+    }
 }
 
 /// SHA-256 and length of a file.
