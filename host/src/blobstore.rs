@@ -400,6 +400,38 @@ mod tests {
     }
 
     #[test]
+    fn committed_files_lists_blobs_in_digest_order_and_strays() {
+        let dir = temp_dir("list");
+        let store = Arc::new(BlobStore::open(&dir).unwrap());
+        let mut digests = Vec::new();
+        for bytes in [&b"one"[..], b"two", b"three"] {
+            let mut writer = store.writer(10).unwrap();
+            writer.write(bytes).unwrap();
+            digests.push(writer.commit().unwrap().0);
+        }
+        digests.sort();
+        let hex = hex::encode(digests[0]);
+        let fan_out = dir.join("sha256").join(&hex[..2]);
+        fs::write(fan_out.join(hex.to_uppercase()), b"x").unwrap();
+        fs::write(fan_out.join("short"), b"x").unwrap();
+        fs::write(dir.join("sha256/loose"), b"x").unwrap();
+        let found = committed_files(&dir).unwrap();
+        let blobs: Vec<Digest32> = found
+            .iter()
+            .filter_map(|f| match f {
+                Found::Blob(digest, size, path) => {
+                    assert_eq!(fs::metadata(path).unwrap().len(), *size);
+                    Some(*digest)
+                }
+                Found::Stray(_) => None,
+            })
+            .collect();
+        assert_eq!(blobs, digests);
+        assert_eq!(found.len(), 6, "three strays: {found:?}");
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
     fn open_removes_staging_litter() {
         let dir = temp_dir("litter");
         drop(BlobStore::open(&dir).unwrap());
