@@ -19,11 +19,14 @@
 //!   runs nothing.
 //! - [`validator`]: the JSON Schema validator release's throughput in the
 //!   sandbox, against the same validator natively.
+//! - [`backup`]: `labd backup` of the data directory the other rows wrote,
+//!   against a plain copy of it.
 //!
 //! Output: a header line naming the machine, then one table row per
 //! measurement (`what | figure | baseline | ratio | target`). Progress goes
 //! to stderr. MB is 10^6 bytes.
 
+mod backup;
 mod client;
 mod coord;
 mod events;
@@ -67,6 +70,9 @@ enum Service {
     Coord,
     Socket,
     Tools,
+    /// `labd backup` against a plain copy (alone, over blobs it puts first;
+    /// in a whole run, over what every other row wrote).
+    Backup,
 }
 
 fn main() -> Result<()> {
@@ -155,6 +161,9 @@ fn main() -> Result<()> {
             if selected(Service::Coord) {
                 rows.extend(coord::run(coord, threads).await?);
             }
+            if only == Some(Service::Backup) {
+                backup::fill(bytes).await?;
+            }
             if let Some((coord, releases)) = tools {
                 rows.extend(tools::run(coord, &releases.upper).await?);
                 rows.extend(validator::run(coord, &releases.jsonschema).await?);
@@ -162,9 +171,13 @@ fn main() -> Result<()> {
             anyhow::Ok(rows)
         }
     });
-    let rows = runtime
+    let mut rows = runtime
         .block_on(measuring)
         .context("the measurements panicked")??;
+    // Beside the serving labd, over what every row above wrote.
+    if args.only.is_none_or(|only| only == Service::Backup) {
+        rows.extend(backup::run(&args.labd, &labd.data_dir, scratch.path())?);
+    }
     drop(runtime);
     drop(tools_labd);
     drop(labd);

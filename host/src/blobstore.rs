@@ -104,9 +104,9 @@ impl BlobStore {
         }
         sync_dir(&store.staging)?;
         sync_dir(dir)?;
-        for fan_out in fs::read_dir(&store.committed)? {
-            for blob in fs::read_dir(fan_out?.path())? {
-                store.add(blob?.metadata()?.len());
+        for found in committed_files(dir)? {
+            if let Found::Blob(_, length, _) = found {
+                store.add(length);
             }
         }
         Ok(store)
@@ -126,8 +126,7 @@ impl BlobStore {
     }
 
     fn path_of(&self, digest: &Digest32) -> PathBuf {
-        let hex = hex::encode(digest);
-        self.committed.join(&hex[..2]).join(hex)
+        committed_path(&self.committed, digest)
     }
 
     /// Opens a committed blob.
@@ -340,6 +339,71 @@ impl BlobReader {
     }
 }
 
+/// Where the blob `digest` lives under a `sha256` directory.
+pub fn committed_path(committed: &Path, digest: &Digest32) -> PathBuf {
+    let hex = hex::encode(digest);
+    committed.join(&hex[..2]).join(hex)
+}
+
+/// A file found under a store's `sha256` directory.
+#[derive(Debug)]
+pub enum Found {
+    /// Named as a blob: the digest its name claims, and its length.
+    Blob(Digest32, u64, PathBuf),
+    /// Anything else (a stray file or directory, a malformed name).
+    Stray(PathBuf),
+}
+
+/// Every entry under `<dir>/sha256`, blobs in digest order. Reads names
+/// and lengths only; it does not open the blobs.
+pub fn committed_files(dir: &Path) -> io::Result<Vec<Found>> {
+    let committed = dir.join("sha256");
+    let mut found = Vec::new();
+    let fan_outs = match fs::read_dir(&committed) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(found),
+        Err(e) => return Err(e),
+    };
+    for fan_out in fan_outs {
+        let fan_out = fan_out?;
+        let prefix = fan_out.file_name();
+        if !fan_out.file_type()?.is_dir() {
+            found.push(Found::Stray(fan_out.path()));
+            continue;
+        }
+        for entry in fs::read_dir(fan_out.path())? {
+            let entry = entry?;
+            let path = entry.path();
+            let name = entry.file_name();
+            let digest = name
+                .to_str()
+                .filter(|n| n.len() == 64 && n.bytes().all(|b| b.is_ascii_hexdigit()))
+                .filter(|n| n.bytes().all(|b| !b.is_ascii_uppercase()))
+                .filter(|n| Some(&n[..2]) == prefix.to_str())
+                .and_then(|n| hex::decode(n).ok())
+                .and_then(|d| Digest32::try_from(d).ok());
+            match digest {
+                Some(digest) if entry.file_type()?.is_file() => {
+                    found.push(Found::Blob(digest, entry.metadata()?.len(), path));
+                }
+                _ => found.push(Found::Stray(path)),
+            }
+        }
+    }
+    found.sort_by(|a, b| match (a, b) {
+        (Found::Blob(x, ..), Found::Blob(y, ..)) => x.cmp(y),
+        (Found::Blob(..), Found::Stray(_)) => std::cmp::Ordering::Less,
+        (Found::Stray(_), Found::Blob(..)) => std::cmp::Ordering::Greater,
+        (Found::Stray(x), Found::Stray(y)) => x.cmp(y),
+    });
+    Ok(found)
+}
+
+/// Makes a directory's entries durable.
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
 /// 16 unpredictable bytes from the OS.
 pub fn random_16() -> [u8; 16] {
     let mut bytes = [0u8; 16];
@@ -424,6 +488,38 @@ mod tests {
         drop(writer);
         assert_eq!(fs::read_dir(dir.join("staging")).unwrap().count(), 0);
         assert_eq!(store.size(&Sha256::digest(b"abc").into()).unwrap(), None);
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn committed_files_lists_blobs_in_digest_order_and_strays() {
+        let dir = temp_dir("list");
+        let store = Arc::new(BlobStore::open(&dir).unwrap());
+        let mut digests = Vec::new();
+        for bytes in [&b"one"[..], b"two", b"three"] {
+            let mut writer = store.writer(10).unwrap();
+            writer.write(bytes).unwrap();
+            digests.push(writer.commit().unwrap().0);
+        }
+        digests.sort();
+        let hex = hex::encode(digests[0]);
+        let fan_out = dir.join("sha256").join(&hex[..2]);
+        fs::write(fan_out.join(hex.to_uppercase()), b"x").unwrap();
+        fs::write(fan_out.join("short"), b"x").unwrap();
+        fs::write(dir.join("sha256/loose"), b"x").unwrap();
+        let found = committed_files(&dir).unwrap();
+        let blobs: Vec<Digest32> = found
+            .iter()
+            .filter_map(|f| match f {
+                Found::Blob(digest, size, path) => {
+                    assert_eq!(fs::metadata(path).unwrap().len(), *size);
+                    Some(*digest)
+                }
+                Found::Stray(_) => None,
+            })
+            .collect();
+        assert_eq!(blobs, digests);
+        assert_eq!(found.len(), 6, "three strays: {found:?}");
         fs::remove_dir_all(dir).unwrap();
     }
 

@@ -337,7 +337,7 @@ fn table_key(table: &str, key: &[u8]) -> Result<Vec<u8>, KvError> {
     Ok(full)
 }
 
-fn table_prefix(table: &str) -> Result<Vec<u8>, KvError> {
+pub(crate) fn table_prefix(table: &str) -> Result<Vec<u8>, KvError> {
     if table.is_empty() || table.len() > MAX_TABLE_BYTES || table.as_bytes().contains(&0) {
         return Err(KvError::BadTable(table.to_string()));
     }

@@ -22,11 +22,15 @@
 //! - [`socket`]: the socket binding (`GET /v1/ws`) of a component that
 //!   exports `socket`.
 //! - [`management`], [`metrics`]: the management listener.
+//! - [`maintenance`]: `labd backup`, `restore` and `check`; [`backup`],
+//!   [`check`], [`kv_snapshot`]: what they do.
 
+mod backup;
 mod bindings;
 mod blobstore;
 mod body;
 mod capabilities;
+mod check;
 mod coord;
 mod dispatch;
 mod durable;
@@ -34,6 +38,8 @@ mod engine;
 mod events;
 mod keys;
 mod kv;
+mod kv_snapshot;
+mod maintenance;
 mod management;
 mod map_gate;
 mod memory;
@@ -62,7 +68,10 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-fn main() -> Result<()> {
+fn main() -> Result<std::process::ExitCode> {
+    if maintenance::requested() {
+        return Ok(maintenance::run());
+    }
     let settings = Settings::parse();
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_new(&settings.log).context("--log")?)
@@ -72,7 +81,8 @@ fn main() -> Result<()> {
         .enable_all()
         .build()
         .context("start the async runtime")?;
-    runtime.block_on(run(settings))
+    runtime.block_on(run(settings))?;
+    Ok(std::process::ExitCode::SUCCESS)
 }
 
 /// One service to host: its component and listeners.
@@ -418,7 +428,7 @@ fn read_blob(
 /// Locks `<data-dir>/lock` for as long as the returned file is open: two
 /// labd on one data directory would remove each other's staging files and
 /// share one LMDB writer's invariants (design.md, "Limits" 7).
-fn lock_data_dir(dir: &std::path::Path) -> Result<std::fs::File> {
+pub(crate) fn lock_data_dir(dir: &std::path::Path) -> Result<std::fs::File> {
     let path = dir.join("lock");
     let file = std::fs::OpenOptions::new()
         .create(true)

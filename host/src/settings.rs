@@ -7,7 +7,12 @@ use std::path::PathBuf;
 /// labd: serves the bytes, journal and coordination services from
 /// WebAssembly components.
 #[derive(Debug, Clone, Parser)]
-#[command(name = "labd", version)]
+#[command(
+    name = "labd",
+    version,
+    after_help = "Maintenance: `labd backup`, `labd restore`, `labd check` \
+                  (each with --help; docs/operations.md)."
+)]
 pub struct Settings {
     /// Directory for all durable state (blob files, stores).
     #[arg(long, env = "LAB_DATA_DIR", default_value = "./data")]
