@@ -28,7 +28,8 @@
 //!    serving labd (LMDB admits concurrent readers; blob files are
 //!    immutable), and a restore writes only where no labd runs.
 
-use crate::blobstore::{self, committed_files, committed_path, sync_dir, Digest32, Found};
+use crate::blobstore::{self, committed_files, committed_path, Digest32, Found};
+use crate::durable::sync_dir;
 use crate::kv_snapshot::ReadOnlyStore;
 use anyhow::{bail, ensure, Context, Result};
 use serde_json::{json, Value};

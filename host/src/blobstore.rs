@@ -399,11 +399,6 @@ pub fn committed_files(dir: &Path) -> io::Result<Vec<Found>> {
     Ok(found)
 }
 
-/// Makes a directory's entries durable.
-pub fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
-}
-
 /// 16 unpredictable bytes from the OS.
 pub fn random_16() -> [u8; 16] {
     let mut bytes = [0u8; 16];

@@ -61,7 +61,7 @@ pub fn check(dir: &Path, repair: bool, findings: &mut Findings) -> Result<()> {
         }
     }
     if repair {
-        crate::blobstore::sync_dir(&staging).ok();
+        crate::durable::sync_dir(&staging).ok();
     }
     Ok(())
 }
