@@ -207,7 +207,7 @@ pub async fn run(
         ));
         if spec.tools {
             rows.extend(tokio::task::block_in_place(|| {
-                tool_rows(&scratch.join("tools"), spec, &data)
+                tool_rows(&scratch.join("reference-tools"), spec, &data)
             })?);
         }
         stored.push(Stored {
