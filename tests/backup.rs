@@ -545,71 +545,37 @@ fn the_check_passes_a_clean_store_and_finds_a_flipped_bit_a_deleted_entry_and_a_
     let mut content = std::fs::read(&file).unwrap();
     content[100] ^= 0x01;
     std::fs::write(&file, content).unwrap();
-    let out = check(&flipped, &[]);
-    assert_eq!(out.status.code(), Some(1), "{}", stdout_of(&out));
+    let report = problems_of(&flipped);
     assert!(
-        stdout_of(&out).contains(&format!("problem: blob {blob}")),
-        "{}",
-        stdout_of(&out)
+        report.contains(&format!("problem: blob {blob}")),
+        "{report}"
     );
-    assert_eq!(
-        stdout_of(&out).matches("problem: ").count(),
-        1,
-        "{}",
-        stdout_of(&out)
-    );
+    assert_eq!(report.matches("problem: ").count(), 1, "{report}");
 
     // One journal entry: position 5, inside the batch 4..6.
     let deleted = copy_of(&state, "check-deleted");
-    {
-        let env = unsafe {
-            heed::EnvOpenOptions::new()
-                .max_dbs(8)
-                .open(deleted.join("lmdb"))
-        }
-        .unwrap();
-        let mut txn = env.write_txn().unwrap();
-        let db: heed::Database<heed::types::Bytes, heed::types::Bytes> =
-            env.open_database(&txn, Some("journal")).unwrap().unwrap();
-        let id = hex_decode(
-            space["space_id"]
-                .as_str()
-                .unwrap()
-                .strip_prefix("spc_")
-                .unwrap(),
-        );
+    let space_id = space["space_id"].as_str().unwrap();
+    edit_store(&deleted, "journal", |txn, db| {
+        let id = hex::decode(space_id.strip_prefix("spc_").unwrap()).unwrap();
         let key = [&b"entry\0"[..], &id, &5u64.to_be_bytes()].concat();
         assert!(
-            db.delete(&mut txn, &key).unwrap(),
+            db.delete(txn, &key).unwrap(),
             "the entry to delete is not stored"
         );
-        txn.commit().unwrap();
-    }
-    let out = check(&deleted, &[]);
-    assert_eq!(out.status.code(), Some(1), "{}", stdout_of(&out));
-    let space_id = space["space_id"].as_str().unwrap();
+    });
+    let report = problems_of(&deleted);
     assert!(
-        stdout_of(&out).contains(&format!(
+        report.contains(&format!(
             "problem: journal: {space_id} is missing positions 5..5"
         )),
-        "{}",
-        stdout_of(&out)
+        "{report}"
     );
 
     // The coordination service's cache of a path, pointed at another space.
     let cache = copy_of(&state, "check-cache");
-    {
-        let env = unsafe {
-            heed::EnvOpenOptions::new()
-                .max_dbs(8)
-                .open(cache.join("lmdb"))
-        }
-        .unwrap();
-        let mut txn = env.write_txn().unwrap();
-        let db: heed::Database<heed::types::Bytes, heed::types::Bytes> =
-            env.open_database(&txn, Some("coord")).unwrap().unwrap();
+    edit_store(&cache, "coord", |txn, db| {
         let rows: Vec<(Vec<u8>, Vec<u8>)> = db
-            .prefix_iter(&txn, b"resolved\0")
+            .prefix_iter(txn, b"resolved\0")
             .unwrap()
             .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
             .collect();
@@ -617,23 +583,15 @@ fn the_check_passes_a_clean_store_and_finds_a_flipped_bit_a_deleted_entry_and_a_
         let (key, value) = &rows[0];
         let mut cached: Value = serde_json::from_slice(value).unwrap();
         cached["space_id"] = space["space_id"].clone();
-        db.put(&mut txn, key, &serde_json::to_vec(&cached).unwrap())
+        db.put(txn, key, &serde_json::to_vec(&cached).unwrap())
             .unwrap();
-        txn.commit().unwrap();
-    }
-    let out = check(&cache, &[]);
-    assert_eq!(out.status.code(), Some(1), "{}", stdout_of(&out));
+    });
+    let report = problems_of(&cache);
     assert!(
-        stdout_of(&out).contains("problem: coord: the resolved path"),
-        "{}",
-        stdout_of(&out)
+        report.contains("problem: coord: the resolved path"),
+        "{report}"
     );
-    assert_eq!(
-        stdout_of(&out).matches("problem: ").count(),
-        1,
-        "{}",
-        stdout_of(&out)
-    );
+    assert_eq!(report.matches("problem: ").count(), 1, "{report}");
 
     // Orphaned staging files are told of, and removed only when asked.
     let orphan = state.join("blobs/staging/cut-short.part");
@@ -660,9 +618,28 @@ fn the_check_passes_a_clean_store_and_finds_a_flipped_bit_a_deleted_entry_and_a_
     }
 }
 
-fn hex_decode(hex: &str) -> Vec<u8> {
-    (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
-        .collect()
+/// The report of `labd check` on a store with problems (exit 1).
+fn problems_of(data_dir: &Path) -> String {
+    let out = check(data_dir, &[]);
+    let report = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{report}");
+    report
+}
+
+type Table = heed::Database<heed::types::Bytes, heed::types::Bytes>;
+
+/// Changes namespace `namespace` of the (stopped) store under `data_dir`
+/// in one committed transaction, as a corruption would.
+fn edit_store(data_dir: &Path, namespace: &str, edit: impl FnOnce(&mut heed::RwTxn, Table)) {
+    // SAFETY: no other process has the copy open.
+    let env = unsafe {
+        heed::EnvOpenOptions::new()
+            .max_dbs(8)
+            .open(data_dir.join("lmdb"))
+    }
+    .unwrap();
+    let mut txn = env.write_txn().unwrap();
+    let db: Table = env.open_database(&txn, Some(namespace)).unwrap().unwrap();
+    edit(&mut txn, db);
+    txn.commit().unwrap();
 }
