@@ -41,7 +41,7 @@ const ROUNDS: u32 = 3;
 const EVENT_WAIT: Duration = Duration::from_secs(10);
 
 /// The envelope of `subscribe` to `path` (labels below the world, all
-/// depths), with call ID `id`. Built by hand: the client's request table
+/// depths), with call ID `id`. Signed by hand: the client's request table
 /// keeps socket-only operations out.
 fn subscribe_envelope(signer: &Signer, id: &str, path: &Value) -> Result<Value> {
     let body = json!({ "path": path });
@@ -58,13 +58,14 @@ fn subscribe_envelope(signer: &Signer, id: &str, path: &Value) -> Result<Value> 
         unix_now(),
         &signer.audience,
     )?;
-    Ok(json!({
-        "id": id,
-        "op": "subscribe",
-        "params": params.to_json()?,
-        "auth": Carriage::new(proof, signer.grants.clone()).to_json(),
-        "body": body,
-    }))
+    let carriage = Carriage::new(proof, signer.grants.clone());
+    Ok(lab_coord_client::envelope(
+        id,
+        "subscribe",
+        &params,
+        Some(body),
+        &carriage,
+    )?)
 }
 
 /// One event as received: its journal, its cutoff and when it arrived.
