@@ -104,11 +104,11 @@ impl BlobStore {
         }
         sync_dir(&store.staging)?;
         sync_dir(dir)?;
-        for found in committed_files(dir)? {
+        visit_committed(dir, |found| {
             if let Found::Blob(_, length, _) = found {
                 store.add(length);
             }
-        }
+        })?;
         Ok(store)
     }
 
@@ -357,18 +357,31 @@ pub enum Found {
 /// Every entry under `<dir>/sha256`, blobs in digest order. Reads names
 /// and lengths only; it does not open the blobs.
 pub fn committed_files(dir: &Path) -> io::Result<Vec<Found>> {
-    let committed = dir.join("sha256");
     let mut found = Vec::new();
+    visit_committed(dir, |entry| found.push(entry))?;
+    found.sort_by(|a, b| match (a, b) {
+        (Found::Blob(x, ..), Found::Blob(y, ..)) => x.cmp(y),
+        (Found::Blob(..), Found::Stray(_)) => std::cmp::Ordering::Less,
+        (Found::Stray(_), Found::Blob(..)) => std::cmp::Ordering::Greater,
+        (Found::Stray(x), Found::Stray(y)) => x.cmp(y),
+    });
+    Ok(found)
+}
+
+/// Gives `visit` each entry under `<dir>/sha256`, in directory order,
+/// holding none of them.
+fn visit_committed(dir: &Path, mut visit: impl FnMut(Found)) -> io::Result<()> {
+    let committed = dir.join("sha256");
     let fan_outs = match fs::read_dir(&committed) {
         Ok(entries) => entries,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(found),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(e),
     };
     for fan_out in fan_outs {
         let fan_out = fan_out?;
         let prefix = fan_out.file_name();
         if !fan_out.file_type()?.is_dir() {
-            found.push(Found::Stray(fan_out.path()));
+            visit(Found::Stray(fan_out.path()));
             continue;
         }
         for entry in fs::read_dir(fan_out.path())? {
@@ -384,19 +397,13 @@ pub fn committed_files(dir: &Path) -> io::Result<Vec<Found>> {
                 .and_then(|d| Digest32::try_from(d).ok());
             match digest {
                 Some(digest) if entry.file_type()?.is_file() => {
-                    found.push(Found::Blob(digest, entry.metadata()?.len(), path));
+                    visit(Found::Blob(digest, entry.metadata()?.len(), path));
                 }
-                _ => found.push(Found::Stray(path)),
+                _ => visit(Found::Stray(path)),
             }
         }
     }
-    found.sort_by(|a, b| match (a, b) {
-        (Found::Blob(x, ..), Found::Blob(y, ..)) => x.cmp(y),
-        (Found::Blob(..), Found::Stray(_)) => std::cmp::Ordering::Less,
-        (Found::Stray(_), Found::Blob(..)) => std::cmp::Ordering::Greater,
-        (Found::Stray(x), Found::Stray(y)) => x.cmp(y),
-    });
-    Ok(found)
+    Ok(())
 }
 
 /// 16 unpredictable bytes from the OS.
