@@ -14,7 +14,8 @@
 //! - [`socket`]: signed calls over the coordination service's socket
 //!   against the same over HTTP, and the memory of an idle socket.
 //! - [`events`]: subscriptions over that socket: event latency and the
-//!   journal's append rate with 1,000 subscriptions open.
+//!   journal's append rate with 1,000 subscriptions open; [`fanout`] the
+//!   floor under it, the same frames from a server that only sends them.
 //! - [`tools`]: the start-up cost of a tool run, against a request that
 //!   runs nothing.
 //! - [`validator`]: the JSON Schema validator release's throughput in the
@@ -30,6 +31,7 @@ mod backup;
 mod client;
 mod coord;
 mod events;
+mod fanout;
 mod journal;
 mod labd;
 mod lmdb;

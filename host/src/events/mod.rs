@@ -33,7 +33,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use subscription::{Highest, Named, Subscription};
+use subscription::{Highest, Subscription};
 use tokio::sync::Notify;
 
 /// Subscriptions one connection may hold at once (WS.md decision 8).
@@ -42,6 +42,10 @@ pub const SUBSCRIPTIONS_PER_CONNECTION: usize = 16;
 /// Journals whose latest announced cutoff the hub remembers (per
 /// generation, see [`subscription::Highest`]).
 const REMEMBERED_JOURNALS: usize = 1 << 16;
+
+/// Distinct scopes whose test an announce remembers per advance (a short
+/// list scanned by pointer; past it scopes are tested each time).
+const TESTED_SCOPES: usize = 32;
 
 /// Longest the expiry sweep sleeps without looking at the clock again (a
 /// wall clock may jump).
@@ -92,6 +96,11 @@ pub struct Hub {
 #[derive(Default)]
 struct State {
     connections: HashMap<u64, Peer>,
+    /// One shared scope per distinct scope of the open subscriptions, and
+    /// scopes no longer held until the next purge.
+    scopes: HashMap<Scope, Weak<Scope>>,
+    /// How many `scopes` held after its last purge.
+    scopes_purged_to: usize,
     highest: Option<Highest>,
     /// Whether a follower of the remote journal's stream runs, and which.
     following: Option<u64>,
@@ -181,12 +190,30 @@ impl Hub {
         expires_at: u64,
         grants: Vec<String>,
     ) -> Result<(), OpenError> {
+        let scope = self.intern(scope);
         let subscription = Subscription::new(id, scope, expires_at, grants);
         match &self.source {
             Source::Local => self.insert(connection, subscription, None),
             Source::Absent(why) => Err(OpenError::Unavailable(why.clone())),
             Source::Remote(follower) => follower.open(self, connection, subscription).await,
         }
+    }
+
+    /// The hub's shared copy of `scope`. Scopes no subscription holds any
+    /// more are purged whenever the table has doubled since the last purge
+    /// (amortized constant time per open).
+    fn intern(&self, scope: Scope) -> Arc<Scope> {
+        let mut state = self.lock();
+        if let Some(shared) = state.scopes.get(&scope).and_then(Weak::upgrade) {
+            return shared;
+        }
+        let shared = Arc::new(scope.clone());
+        state.scopes.insert(scope, Arc::downgrade(&shared));
+        if state.scopes.len() > 2 * state.scopes_purged_to.max(32) {
+            state.scopes.retain(|_, s| s.strong_count() > 0);
+            state.scopes_purged_to = state.scopes.len();
+        }
+        shared
     }
 
     /// Checks that `connection` may open one more subscription.
@@ -307,7 +334,9 @@ impl Hub {
     }
 
     /// Takes durable advances into the pending tables of the subscriptions
-    /// whose scopes cover them, and wakes their connections.
+    /// whose scopes cover them, and wakes their connections. Each distinct
+    /// scope is tested once per advance (scopes are shared, see
+    /// [`Hub::intern`]).
     pub fn announce(&self, advances: &[Advance]) {
         if !self.listening() {
             return;
@@ -315,18 +344,29 @@ impl Hub {
         let mut state = self.lock();
         let state = &mut *state;
         let highest = state.highest.as_mut().expect("always set");
+        let mut tested: Vec<(*const Scope, bool)> = Vec::new();
         for advance in advances {
-            if !highest.advance(&advance.journal.space_id, advance.cutoff) {
+            let Some(named) = highest.advance(&advance.journal, advance.cutoff) else {
                 continue;
-            }
+            };
             let journal = &advance.journal;
-            let mut named = None;
+            tested.clear();
             for peer in state.connections.values_mut() {
                 let mut due = false;
                 for subscription in &mut peer.subscriptions {
-                    if subscription.scope.covers(&journal.root_id, &journal.path) {
-                        let named = named.get_or_insert_with(|| Named::new(journal.clone()));
-                        due |= subscription.offer(named, advance.cutoff);
+                    let scope = Arc::as_ptr(&subscription.scope);
+                    let covers = match tested.iter().find(|(s, _)| *s == scope) {
+                        Some(&(_, covers)) => covers,
+                        None => {
+                            let covers = subscription.scope.covers(&journal.root_id, &journal.path);
+                            if tested.len() < TESTED_SCOPES {
+                                tested.push((scope, covers));
+                            }
+                            covers
+                        }
+                    };
+                    if covers {
+                        due |= subscription.offer(&named, advance.cutoff);
                     }
                 }
                 if due {

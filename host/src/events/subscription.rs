@@ -61,8 +61,10 @@ fn space_json(journal: &Journal, hidden: usize) -> String {
     .to_string()
 }
 
-/// What a subscription watches.
-#[derive(Debug, Clone)]
+/// What a subscription watches. Subscriptions of one hub with equal scopes
+/// share one (`Hub` interns them), so that an announce tests each distinct
+/// scope once.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Scope {
     /// Journal path of the scope's space, from the journal root.
     pub prefix: Vec<String>,
@@ -150,7 +152,7 @@ impl Reason {
 /// most one `gap` is pending.
 pub struct Subscription {
     pub id: String,
-    pub scope: Scope,
+    pub scope: Arc<Scope>,
     /// Unix seconds at which it closes with `expired`.
     pub expires_at: u64,
     /// Digests of the grants that authorized it.
@@ -169,7 +171,7 @@ pub struct Subscription {
 const SCANNED: usize = 16;
 
 impl Subscription {
-    pub fn new(id: String, scope: Scope, expires_at: u64, grants: Vec<String>) -> Self {
+    pub fn new(id: String, scope: Arc<Scope>, expires_at: u64, grants: Vec<String>) -> Self {
         let quoted = serde_json::to_string(&id).expect("a string serializes");
         let head =
             format!(r#"{{"subscription":{quoted},"contract":"{CONTRACT}","event":{{"space":"#);
@@ -214,15 +216,23 @@ impl Subscription {
         true
     }
 
-    /// Where `named`'s journal is in `pending`, if it is.
+    /// Where `named`'s journal is in `pending`, if it is. The hub hands
+    /// out one `Named` per journal while it remembers the journal
+    /// (`Highest`), so the pointer test nearly always settles it; the
+    /// names are compared only when no pointer matches.
     fn position(&self, named: &Arc<Named>) -> Option<usize> {
         let space_id = named.journal.space_id.as_str();
         if self.pending.len() > SCANNED {
             return self.at.get(space_id).copied();
         }
-        self.pending.iter().position(|(pending, _)| {
-            Arc::ptr_eq(pending, named) || pending.journal.space_id == space_id
-        })
+        self.pending
+            .iter()
+            .position(|(pending, _)| Arc::ptr_eq(pending, named))
+            .or_else(|| {
+                self.pending
+                    .iter()
+                    .position(|(pending, _)| pending.journal.space_id == space_id)
+            })
     }
 
     /// Records that an advance in scope was not kept: one `gap` pending.
@@ -274,13 +284,15 @@ impl Subscription {
 /// The highest cutoff announced per journal, so that an announce that
 /// arrives after a later one of the same journal (two commits racing from
 /// their commit to their announce) is dropped: the later cutoff covers it.
+/// It also keeps the journal's [`Named`], so that the pending tables of
+/// every subscription hold one shared name per journal across announces.
 ///
 /// Bounded: two generations of at most `capacity` journals each; a journal
 /// is remembered for at least `capacity` announces of other journals,
 /// far longer than any commit takes to reach its announce.
 pub struct Highest {
-    current: HashMap<String, u64>,
-    previous: HashMap<String, u64>,
+    current: HashMap<String, (u64, Arc<Named>)>,
+    previous: HashMap<String, (u64, Arc<Named>)>,
     capacity: usize,
 }
 
@@ -293,20 +305,23 @@ impl Highest {
         }
     }
 
-    /// Whether `cutoff` is later than every cutoff announced for the
-    /// journal so far; if so it is remembered.
-    pub fn advance(&mut self, space_id: &str, cutoff: u64) -> bool {
+    /// The journal's name when `cutoff` is later than every cutoff
+    /// announced for it so far (and remembers it); none otherwise.
+    pub fn advance(&mut self, journal: &Journal, cutoff: u64) -> Option<Arc<Named>> {
+        let space_id = journal.space_id.as_str();
         let known = self
             .current
             .get(space_id)
             .or_else(|| self.previous.get(space_id));
-        if known.is_some_and(|&known| cutoff <= known) {
-            return false;
+        if known.is_some_and(|(known, _)| cutoff <= *known) {
+            return None;
         }
+        let named = known.map_or_else(|| Named::new(journal.clone()), |(_, n)| Arc::clone(n));
         if self.current.len() >= self.capacity && !self.current.contains_key(space_id) {
             self.previous = std::mem::take(&mut self.current);
         }
-        self.current.insert(space_id.to_string(), cutoff);
-        true
+        self.current
+            .insert(space_id.to_string(), (cutoff, Arc::clone(&named)));
+        Some(named)
     }
 }

@@ -223,6 +223,53 @@ async fn a_scope_covers_its_prefix_within_its_depth() {
 }
 
 #[tokio::test]
+async fn equal_scopes_are_shared_and_each_still_tested_for_its_own_advances() {
+    let hub = Hub::new(Source::Local);
+    let (first, second) = (hub.connect(), hub.connect());
+    // Interleaved on two connections: two scopes that differ only in
+    // depth, and one equal to the first.
+    open(&hub, &first, "sub_all", scope("projects", None)).await;
+    open(&hub, &first, "sub_own", scope("projects", Some(0))).await;
+    open(&hub, &second, "sub_all_too", scope("projects", None)).await;
+    open(&hub, &second, "sub_own_too", scope("projects", Some(0))).await;
+    {
+        let state = hub.lock();
+        let scopes = |c: &Connection| -> Vec<*const Scope> {
+            state.connections[&c.id()]
+                .subscriptions
+                .iter()
+                .map(|s| Arc::as_ptr(&s.scope))
+                .collect()
+        };
+        let (a, b) = (scopes(&first), scopes(&second));
+        assert_eq!(a, b, "equal scopes share one copy");
+        assert_ne!(a[0], a[1], "scopes of other depths do not");
+    }
+    hub.announce(&[advance("projects/p", 2, 1), advance("projects", 1, 1)]);
+    for (connection, all, own) in [
+        (&first, "sub_all", "sub_own"),
+        (&second, "sub_all_too", "sub_own_too"),
+    ] {
+        let frames = parsed(connection.take_frames());
+        let of = |id: &str| frames.iter().filter(|f| f["subscription"] == id).count();
+        assert_eq!((of(all), of(own)), (2, 1));
+    }
+}
+
+#[tokio::test]
+async fn scopes_no_subscription_holds_are_purged() {
+    let hub = Hub::new(Source::Local);
+    let connection = hub.connect();
+    for i in 0..200 {
+        let id = format!("sub_{i}");
+        open(&hub, &connection, &id, scope(&format!("p{i}"), None)).await;
+        assert!(hub.close(connection.id(), &id));
+    }
+    let remembered = hub.lock().scopes.len();
+    assert!(remembered <= 64, "{remembered} scopes remembered");
+}
+
+#[tokio::test]
 async fn a_connection_holds_at_most_sixteen_subscriptions() {
     let hub = Hub::new(Source::Local);
     let connection = hub.connect();

@@ -424,25 +424,20 @@ enum Stop {
 }
 
 /// Writes `frames` in order with one flush after the last (frames are
-/// buffered up to tungstenite's write buffer, not written one by one);
-/// each step gets `timeout`.
+/// buffered up to tungstenite's write buffer, not written one by one),
+/// all within `timeout`: one clock for the batch, not one per frame.
 async fn write_frames(
     sink: &mut SplitSink<Socket, Message>,
     frames: Vec<String>,
     timeout: Duration,
 ) -> Result<(), Stop> {
-    for text in frames {
-        within(timeout, sink.feed(Message::text(text))).await?;
-    }
-    within(timeout, sink.flush()).await
-}
-
-/// One write step, within `timeout`.
-async fn within(
-    timeout: Duration,
-    step: impl std::future::Future<Output = Result<(), WsError>>,
-) -> Result<(), Stop> {
-    match tokio::time::timeout(timeout, step).await {
+    let writing = async {
+        for text in frames {
+            sink.feed(Message::text(text)).await?;
+        }
+        sink.flush().await
+    };
+    match tokio::time::timeout(timeout, writing).await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err(Stop::Failed(e)),
         Err(_) => Err(Stop::TimedOut),
