@@ -6,6 +6,10 @@
 //!   and spread over 1,000 journals, against a plain heed loop writing the
 //!   same rows ([`crate::lmdb`]): one commit per append, and for 64 clients
 //!   one commit per 64 appends (what perfect group commit would reach);
+//! - beside the single-fact appends, back to back in each round, the same
+//!   appends into PostgreSQL from as many clients over as many journals,
+//!   one transaction of the journal's three writes each
+//!   ([`crate::postgres`]; the row says so where it is not installed);
 //! - beside 64 single-fact appenders, the ceiling of a component round
 //!   trip: `head` requests/s (read-only, one read transaction, nothing
 //!   written) from 64 keep-alive clients, and the same requests answered
@@ -39,6 +43,7 @@ use crate::client::{self, Conn};
 use crate::lmdb::{self, Lmdb, Written};
 use crate::measure::{percent, progress, repeatable, verdict, Bound, Row};
 use crate::native::{Native, Routes};
+use crate::postgres::Postgres;
 use anyhow::{bail, ensure, Context, Result};
 use bytes::Bytes;
 use serde_json::{json, Value};
@@ -73,6 +78,12 @@ const BASELINE: Bound = Bound::new(1_000_000, 1);
 const PAGE: u64 = 128;
 /// Entries of the journal read whole.
 const READ_ENTRIES: u64 = 100_000;
+/// Entries read per second to reach: 3x the rate before reads encoded
+/// pages straight into the reply (102k/s).
+const READ_TARGET: f64 = 306_000.0;
+/// The longest a page of the 1,001-space query may take, capture and
+/// continuations averaged.
+const QUERY_PAGE_TARGET_MS: f64 = 10.0;
 /// Entries of the filtered journal, and the size used instead when
 /// building that many would take longer than `BUILD_BUDGET`.
 const FILTERED_ENTRIES: u64 = 1_000_000;
@@ -162,10 +173,15 @@ impl Api {
     }
 }
 
-/// Runs every journal measurement against the service at `target`; the
-/// baselines' environments go under `scratch`, `threads` is the native
-/// server's worker count.
-pub async fn run(target: Target, scratch: PathBuf, threads: usize) -> Result<Vec<Row>> {
+/// Runs the journal measurements against the service at `target` (the
+/// append rows only when `appends`); the baselines' environments go under
+/// `scratch`, `threads` is the native server's worker count.
+pub async fn run(
+    target: Target,
+    scratch: PathBuf,
+    threads: usize,
+    appends: bool,
+) -> Result<Vec<Row>> {
     let addr = target.operations;
     let ids = Arc::new(identity(addr).await?);
     let baselines = scratch.join("journal-baselines");
@@ -177,10 +193,42 @@ pub async fn run(target: Target, scratch: PathBuf, threads: usize) -> Result<Vec
     let reads = create(&mut api, &ids, &root, "reads").await?;
     let filtered = create(&mut api, &ids, &root, "filtered").await?;
     let queried = create(&mut api, &ids, &root, "queried").await?;
-    let spread = build_tree(addr, &ids, &tree).await?;
-    let native = native_head(addr, &ids, &one, threads).await?;
-
     let mut rows = Vec::new();
+    if appends {
+        rows.extend(append_rows(&target, &ids, &baselines, one, tree, threads).await?);
+    }
+    let (read_rows, fill_rate) = reads_rows(addr, target.pid, &ids, &reads, &baselines).await?;
+    rows.extend(read_rows);
+    rows.extend(filtered_rows(addr, &ids, &filtered, &baselines, fill_rate).await?);
+    rows.extend(query_rows(addr, target.pid, &ids, &queried).await?);
+    Ok(rows)
+}
+
+/// The append rows, on `one` journal and on the 1,000 under `tree`.
+async fn append_rows(
+    target: &Target,
+    ids: &Arc<Ids>,
+    baselines: &Path,
+    one: String,
+    tree: String,
+    threads: usize,
+) -> Result<Vec<Row>> {
+    let addr = target.operations;
+    let spread = build_tree(addr, ids, &tree).await?;
+    let native = native_head(addr, ids, &one, threads).await?;
+    let mut rows = Vec::new();
+    progress("journal: start PostgreSQL");
+    let postgres = Postgres::start(&baselines.join("postgres"), spread.len()).await?;
+    if postgres.is_none() {
+        rows.push(Row::new(
+            "PostgreSQL baseline of the append rows".into(),
+            "not installed (no /usr/lib/postgresql/*/bin/initdb, postgres)".into(),
+            "-".into(),
+            "-".into(),
+            "-".into(),
+        ));
+    }
+
     let layouts = [
         ("1 journal", vec![one], 1),
         ("1000 journals", spread, TREE_PARENTS * (TREE_CHILDREN + 1)),
@@ -200,16 +248,14 @@ pub async fn run(target: Target, scratch: PathBuf, threads: usize) -> Result<Vec
         for batch in BATCHES {
             progress(&format!("journal: append {batch}, {label}"));
             let dir = baselines.join(format!("append-{spaces}-{batch}"));
-            let native = (batch == 1).then_some(native.addr);
-            rows.extend(appends(&target, &layout, batch, &dir, &mut run, native).await?);
+            let (native, postgres) = match batch {
+                1 => (Some(native.addr), postgres.as_ref()),
+                _ => (None, None),
+            };
+            rows.extend(appends(target, &layout, batch, &dir, &mut run, native, postgres).await?);
         }
     }
     drop(native);
-
-    let (read_rows, fill_rate) = reads_rows(addr, &ids, &reads, &baselines).await?;
-    rows.extend(read_rows);
-    rows.extend(filtered_rows(addr, &ids, &filtered, &baselines, fill_rate).await?);
-    rows.extend(query_rows(addr, &ids, &queried).await?);
     Ok(rows)
 }
 
@@ -412,6 +458,7 @@ async fn appends(
     dir: &Path,
     run: &mut u64,
     native: Option<SocketAddr>,
+    postgres: Option<&Postgres>,
 ) -> Result<Vec<Row>> {
     let Layout {
         label,
@@ -425,6 +472,7 @@ async fn appends(
     let (mut single, mut group) = (Written::default(), Written::default());
     let mut group_nested = Written::default();
     let mut labd: [Load; CLIENTS.len()] = Default::default();
+    let mut sql: [(u64, Duration); CLIENTS.len()] = Default::default();
     let (mut head, mut noop) = (Load::default(), Load::default());
     for _ in 0..ROUNDS {
         let bound = BASELINE.share(ROUNDS);
@@ -437,10 +485,14 @@ async fn appends(
         group_nested.add(tokio::task::block_in_place(|| {
             nested.appends(spaces, batch, GROUP, true, bound)
         })?);
-        for (total, clients) in labd.iter_mut().zip(CLIENTS) {
+        for ((total, sql), clients) in labd.iter_mut().zip(&mut sql).zip(CLIENTS) {
             *run += 1;
             let time = APPEND_TIME / ROUNDS;
             total.add(append_load(target, journals, batch, clients, time, *run).await?);
+            if let Some(postgres) = postgres {
+                let (n, took) = postgres.appends(spaces, clients, time, *run).await?;
+                *sql = (sql.0 + n, sql.1 + took);
+            }
         }
         if let Some(native) = native {
             let time = APPEND_TIME / ROUNDS;
@@ -500,6 +552,9 @@ async fn appends(
             ));
         }
     }
+    if let Some(postgres) = postgres {
+        rows.extend(postgres_rows(label, &postgres.version, &labd, &sql));
+    }
     rows.push(Row::new(
         format!("  ref: heed append {batch} {facts}, {label}, nested txn each, commit per {GROUP}"),
         format!(
@@ -515,6 +570,24 @@ async fn appends(
         "-".into(),
     ));
     Ok(rows)
+}
+
+/// Single-fact appends of the journal (`labd`) against PostgreSQL (`sql`:
+/// appends, time), one row per client count, measured back to back.
+fn postgres_rows(label: &str, version: &str, labd: &[Load], sql: &[(u64, Duration)]) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for ((load, &(n, took)), clients) in labd.iter().zip(sql).zip(CLIENTS) {
+        let journal = per_second(load.written.batches, load.written.elapsed);
+        let postgres = per_second(n, took);
+        rows.push(Row::new(
+            format!("append 1 fact, c={clients}, {label}: journal against PostgreSQL (n={n})"),
+            format!("{journal:.0} appends/s"),
+            format!("{postgres:.0} {version}, a transaction per append, fsync on"),
+            percent(journal / postgres),
+            verdict("journal ahead of PostgreSQL", journal > postgres),
+        ));
+    }
+    rows
 }
 
 /// The ceiling of a component round trip beside `GROUP` single-fact
@@ -682,6 +755,11 @@ impl Sample {
 /// The name and the user plus system time in a /proc `stat` file: of a
 /// process (all its threads) or of one thread. Times are in clock ticks of
 /// 1/100 s (Linux's USER_HZ).
+/// labd's CPU time so far, all its threads.
+fn labd_cpu_time(pid: u32) -> Result<Duration> {
+    Ok(cpu_time(&format!("/proc/{pid}/stat"))?.1)
+}
+
 pub(crate) fn cpu_time(path: &str) -> Result<(String, Duration)> {
     let stat = std::fs::read_to_string(path).with_context(|| format!("read {path}"))?;
     // The name may hold spaces and parentheses; the fields after it do not.
@@ -999,6 +1077,7 @@ async fn read_all(
 /// fast labd built it, in facts/s.
 async fn reads_rows(
     addr: SocketAddr,
+    pid: u32,
     ids: &Ids,
     space: &str,
     baselines: &Path,
@@ -1017,8 +1096,12 @@ async fn reads_rows(
     progress("journal: read");
     let mut api = Api::connect(addr).await?;
     let (mut labd, mut heed) = ((0u64, Duration::ZERO), (0u64, Duration::ZERO));
+    let (json_before, mut pages, mut labd_cpu) = (api.json_time, 0u64, Duration::ZERO);
     for _ in 0..ROUNDS {
+        let cpu_before = labd_cpu_time(pid)?;
         let paged = read_all(&mut api, ids, space, None, None).await?;
+        labd_cpu += labd_cpu_time(pid)? - cpu_before;
+        pages += paged.pages;
         ensure!(
             paged.through == READ_ENTRIES,
             "the read journal holds {}",
@@ -1035,16 +1118,26 @@ async fn reads_rows(
         heed = (heed.0 + scanned.entries, heed.1 + scanned.elapsed);
     }
     drop(lmdb);
+    let client_json = api.json_time - json_before;
     let (rate, base) = (per_second(labd.0, labd.1), per_second(heed.0, heed.1));
+    let per_page = |time: Duration| time.as_secs_f64() * 1e6 / pages.max(1) as f64;
     let row = Row::new(
         format!(
             "read entries/s, pages of {PAGE}, {READ_ENTRIES}-entry journal (n={})",
             labd.0
         ),
-        format!("{rate:.0}"),
+        format!(
+            "{rate:.0} ({:.0} µs per page, {:.0} of it bench JSON; labd {:.0} µs CPU per page)",
+            per_page(labd.1),
+            per_page(client_json),
+            per_page(labd_cpu)
+        ),
         format!("{base:.0} heed range scans, txn per page"),
         percent(rate / base),
-        "-".into(),
+        verdict(
+            &format!(">= {READ_TARGET:.0} (3x 102k)"),
+            rate >= READ_TARGET,
+        ),
     );
     Ok((vec![row], fill_rate))
 }
@@ -1212,7 +1305,7 @@ async fn query_all(api: &mut Api, ids: &Ids, scope: &str) -> Result<Queried> {
 /// `QUERY_FACTS` facts, against `read` of each space it lists; and the same
 /// over the first child's subtree (100 spaces), to show how a page's cost
 /// grows with the snapshot.
-async fn query_rows(addr: SocketAddr, ids: &Arc<Ids>, tree: &str) -> Result<Vec<Row>> {
+async fn query_rows(addr: SocketAddr, pid: u32, ids: &Arc<Ids>, tree: &str) -> Result<Vec<Row>> {
     progress("journal: query tree");
     let spaces = build_tree(addr, ids, tree).await?;
     let refs: Vec<Value> = spaces.iter().map(|space| ids.space_ref(space)).collect();
@@ -1232,9 +1325,9 @@ async fn query_rows(addr: SocketAddr, ids: &Arc<Ids>, tree: &str) -> Result<Vec<
     }
     progress("journal: query");
     let mut api = Api::connect(addr).await?;
-    let whole = query_vs_reads(&mut api, ids, tree).await?;
+    let whole = query_vs_reads(&mut api, pid, ids, tree).await?;
     // Parents come first: the first is a child of `tree`.
-    let part = query_vs_reads(&mut api, ids, &spaces[0]).await?;
+    let part = query_vs_reads(&mut api, pid, ids, &spaces[0]).await?;
     let mut rows = Vec::new();
     for (figures, prefix) in [(whole, ""), (part, "  ref: ")] {
         let per_page = |ms: f64, pages: u64| ms / pages.max(1) as f64;
@@ -1244,11 +1337,12 @@ async fn query_rows(addr: SocketAddr, ids: &Arc<Ids>, tree: &str) -> Result<Vec<
                 figures.spaces, figures.entries
             ),
             format!(
-                "{:.0} ms ({} pages, {:.2} ms each, {:.2} of it bench JSON; {} kB snapshot per page)",
+                "{:.0} ms ({} pages, {:.2} ms each, {:.2} of it bench JSON, labd {:.2} ms CPU; {} kB snapshot per page)",
                 figures.ms,
                 figures.pages,
                 per_page(figures.ms, figures.pages),
                 per_page(figures.client_json_ms, figures.pages),
+                per_page(figures.labd_cpu_ms, figures.pages),
                 figures.snapshot_bytes / 1000
             ),
             format!(
@@ -1258,7 +1352,16 @@ async fn query_rows(addr: SocketAddr, ids: &Arc<Ids>, tree: &str) -> Result<Vec<
                 per_page(figures.read_ms, figures.read_pages)
             ),
             percent(figures.read_ms / figures.ms),
-            "-".into(),
+            match prefix {
+                "" => {
+                    let ms = per_page(figures.ms, figures.pages);
+                    verdict(
+                        &format!("<= {QUERY_PAGE_TARGET_MS} ms per page"),
+                        ms <= QUERY_PAGE_TARGET_MS,
+                    )
+                }
+                _ => "-".into(),
+            },
         ));
         rows.push(Row::new(
             format!(
@@ -1284,19 +1387,24 @@ struct QueryFigures {
     capture_ms: f64,
     /// Of `ms`, the client's own JSON work.
     client_json_ms: f64,
+    /// labd's CPU time over `ms`.
+    labd_cpu_ms: f64,
     read_ms: f64,
     read_pages: u64,
 }
 
 /// Queries the subtree of `scope` whole and reads each space it lists up to
 /// the listed cutoff, in alternating rounds.
-async fn query_vs_reads(api: &mut Api, ids: &Ids, scope: &str) -> Result<QueryFigures> {
+async fn query_vs_reads(api: &mut Api, pid: u32, ids: &Ids, scope: &str) -> Result<QueryFigures> {
     let (mut labd, mut reads, mut capture) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
+    let mut labd_cpu = Duration::ZERO;
     let mut client_json = Duration::ZERO;
     let mut last = None;
     let mut read_pages = 0;
     for _ in 0..ROUNDS {
+        let cpu_before = labd_cpu_time(pid)?;
         let queried = query_all(api, ids, scope).await?;
+        labd_cpu += labd_cpu_time(pid)? - cpu_before;
         labd += queried.elapsed;
         capture += queried.capture;
         client_json += queried.client_json;
@@ -1326,6 +1434,7 @@ async fn query_vs_reads(api: &mut Api, ids: &Ids, scope: &str) -> Result<QueryFi
         ms: ms(labd),
         capture_ms: ms(capture),
         client_json_ms: ms(client_json),
+        labd_cpu_ms: ms(labd_cpu),
         read_ms: ms(reads),
         read_pages,
     })

@@ -37,6 +37,7 @@ mod labd;
 mod lmdb;
 mod measure;
 mod native;
+mod postgres;
 mod socket;
 mod tools;
 mod validator;
@@ -69,6 +70,8 @@ struct Args {
 enum Service {
     Bytes,
     Journal,
+    /// The journal's read, filtered read and query rows only.
+    JournalReads,
     Coord,
     Socket,
     Tools,
@@ -147,8 +150,9 @@ fn main() -> Result<()> {
             if selected(Service::Bytes) {
                 rows.extend(measure::run(bytes, scratch.clone(), threads, rps_time).await?);
             }
-            if selected(Service::Journal) {
-                rows.extend(journal::run(journal, scratch, threads).await?);
+            if selected(Service::Journal) || only == Some(Service::JournalReads) {
+                let appends = only != Some(Service::JournalReads);
+                rows.extend(journal::run(journal, scratch, threads, appends).await?);
             }
             if selected(Service::Socket) {
                 let target = coord::Target {

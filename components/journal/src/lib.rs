@@ -9,6 +9,7 @@
 //! - [`cursor`]: sealed, self-validating cursors.
 //! - [`store`]: the storage layout over the key-value store.
 //! - [`pager`]: one page of a fixed prefix under the page budgets.
+//! - [`page_json`]: the JSON text of `read` and `query` pages.
 //! - [`ops`]: the seven operations.
 //! - [`operational`]: `livez`, `healthz`, `describe`, `describe/{file}`.
 
@@ -18,6 +19,7 @@ pub mod ids;
 pub mod manifest;
 pub mod operational;
 pub mod ops;
+pub mod page_json;
 pub mod pager;
 pub mod refusal;
 pub mod requests;
@@ -27,7 +29,7 @@ use lab_guest::exports::lab::platform::handler::{Guest, Request, Response, Servi
 use lab_guest::lab::platform::body::IncomingBody;
 use lab_kit::body::ReadError;
 use lab_kit::reply::Replier;
-use ops::Answer;
+use ops::Encoded;
 use refusal::Refusal;
 use requests::MAX_BODY_BYTES;
 
@@ -57,7 +59,7 @@ impl Guest for Journal {
 lab_guest::export_service!(Journal);
 
 /// An operation: its request body in, its answer out.
-type Operation = fn(&[u8]) -> Answer;
+type Operation = fn(&[u8]) -> Encoded;
 /// An operational route.
 type Operational = fn(&Request) -> Response;
 
@@ -67,19 +69,29 @@ fn route(request: &Request, body: &IncomingBody) -> Response {
     };
     let operation: Option<(&str, Operation)> = match segments[..] {
         ["v1", "create"] => Some(("create", |b| {
-            requests::decode_create(b).and_then(ops::mutate::create)
+            requests::decode_create(b)
+                .and_then(ops::mutate::create)
+                .map(encode)
         })),
         ["v1", "resolve"] => Some(("resolve", |b| {
-            requests::decode_resolve(b).and_then(ops::tree::resolve)
+            requests::decode_resolve(b)
+                .and_then(ops::tree::resolve)
+                .map(encode)
         })),
         ["v1", "children"] => Some(("children", |b| {
-            requests::decode_children(b).and_then(ops::tree::children)
+            requests::decode_children(b)
+                .and_then(ops::tree::children)
+                .map(encode)
         })),
         ["v1", "head"] => Some(("head", |b| {
-            requests::decode_head(b).and_then(ops::tree::head)
+            requests::decode_head(b)
+                .and_then(ops::tree::head)
+                .map(encode)
         })),
         ["v1", "append"] => Some(("append", |b| {
-            requests::decode_append(b).and_then(ops::mutate::append)
+            requests::decode_append(b)
+                .and_then(ops::mutate::append)
+                .map(encode)
         })),
         ["v1", "read"] => Some(("read", |b| {
             requests::decode_read(b).and_then(ops::pages::read)
@@ -102,7 +114,7 @@ fn route(request: &Request, body: &IncomingBody) -> Response {
             operation(&bytes)
         });
         return match answer {
-            Ok((status, result)) => REPLY.json(status, &result, Some(name)),
+            Ok((status, result)) => REPLY.json_text(status, result, Some(name)),
             Err(refusal) => refuse(Some(name), &refusal),
         };
     }
@@ -129,6 +141,12 @@ fn route(request: &Request, body: &IncomingBody) -> Response {
         );
     }
     answer(request)
+}
+
+/// A result document as JSON text.
+fn encode((status, result): (u16, serde_json::Value)) -> (u16, Vec<u8>) {
+    let text = serde_json::to_vec(&result).expect("a JSON value serializes");
+    (status, text)
 }
 
 /// The whole body, within the envelope bound and the Content-Type rule.

@@ -19,7 +19,7 @@ pub const MAX_PAGE_BYTES: u64 = 4 << 20;
 pub const MAX_INSPECT_CANDIDATES: u64 = 4096;
 /// Fact bytes a page inspects at most.
 pub const MAX_INSPECT_BYTES: u64 = 16 << 20;
-/// Entries fetched per scan of the entry table.
+/// Entries fetched per scan of the entry table at most.
 const SCAN_CHUNK: u32 = 64;
 
 /// What one page may still return and inspect.
@@ -93,6 +93,10 @@ pub fn scan(
         (None, _) => Candidates::All,
     };
     let inspect_facts = filter.predicate.is_some() || !filter.arguments.is_empty();
+    // Then the page ends at its entry budget or one candidate past it, and
+    // a scan fetches no more than that.
+    let every_candidate_matches =
+        !inspect_facts && (filter.origin.is_none() || matches!(source, Candidates::Created));
     // Positions up to `low` lie outside the filter's bounds.
     let mut accounted = low;
     loop {
@@ -102,7 +106,11 @@ pub fn scan(
                 exhausted: false,
             });
         }
-        let chunk = budget.candidates.min(u64::from(SCAN_CHUNK)) as u32;
+        let mut chunk = budget.candidates.min(u64::from(SCAN_CHUNK));
+        if every_candidate_matches {
+            chunk = chunk.min(budget.entries + 1);
+        }
+        let chunk = chunk as u32;
         let batch: Vec<(u64, Option<EntryRecord>)> = match &source {
             Candidates::Predicate(key) => {
                 store::predicate_positions(r, space, key, accounted, high, chunk)?

@@ -202,23 +202,28 @@ pub fn entry(
 ) -> Result<Option<EntryRecord>, Refusal> {
     match r.get(ENTRY, &concat(&[&space.0, &position.to_be_bytes()]))? {
         None => Ok(None),
-        Some(bytes) => decode_entry(&bytes)
+        Some(bytes) => decode_entry(bytes)
             .map(Some)
             .ok_or_else(|| corrupt("entry")),
     }
 }
 
-fn decode_entry(bytes: &[u8]) -> Option<EntryRecord> {
+/// The stored value `origin ‖ first ‖ last ‖ fact`, its buffer kept as the
+/// fact's.
+fn decode_entry(mut bytes: Vec<u8>) -> Option<EntryRecord> {
     let origin = match bytes.first()? {
         0 => Origin::Append,
         1 => Origin::Create,
         _ => return None,
     };
+    let first = u64_at(&bytes, 1)?;
+    let last = u64_at(&bytes, 9)?;
+    bytes.drain(..17);
     Some(EntryRecord {
         origin,
-        first: u64_at(bytes, 1)?,
-        last: u64_at(bytes, 9)?,
-        fact: bytes.get(17..)?.to_vec(),
+        first,
+        last,
+        fact: bytes,
     })
 }
 
@@ -260,7 +265,7 @@ pub fn entries(
         .into_iter()
         .map(|e| {
             let position = u64_at(&e.key, 16).ok_or_else(|| corrupt("entry key"))?;
-            let record = decode_entry(&e.value).ok_or_else(|| corrupt("entry"))?;
+            let record = decode_entry(e.value).ok_or_else(|| corrupt("entry"))?;
             Ok((position, record))
         })
         .collect()
@@ -507,11 +512,11 @@ mod tests {
         };
         assert_eq!(decode_space(&encode_space(&root)).unwrap().parent, None);
 
-        let entry = decode_entry(&encode_entry(Origin::Create, 3, 5, b"fact")).unwrap();
+        let entry = decode_entry(encode_entry(Origin::Create, 3, 5, b"fact")).unwrap();
         assert_eq!(
             (entry.origin, entry.first, entry.last, entry.fact.as_slice()),
             (Origin::Create, 3, 5, &b"fact"[..])
         );
-        assert!(decode_entry(&[2; 17]).is_none());
+        assert!(decode_entry(vec![2; 17]).is_none());
     }
 }

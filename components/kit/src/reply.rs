@@ -52,6 +52,11 @@ impl Replier {
     /// A JSON response.
     pub fn json(&self, status: u16, value: &Value, operation: Option<&str>) -> Response {
         let body = serde_json::to_vec(value).expect("a JSON value serializes");
+        self.json_text(status, body, operation)
+    }
+
+    /// A JSON response whose body is already JSON text.
+    pub fn json_text(&self, status: u16, body: Vec<u8>, operation: Option<&str>) -> Response {
         self.raw(
             status,
             vec![("content-type", b"application/json".to_vec())],

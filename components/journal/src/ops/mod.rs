@@ -1,5 +1,6 @@
 //! The seven operations. Each takes its decoded request and answers a status
-//! and a JSON result, or a refusal.
+//! and a JSON result (pages as JSON text, see [`crate::page_json`]), or a
+//! refusal.
 //!
 //! - [`mutate`]: `create`, `append` (receipts, preconditions, one commit).
 //! - [`tree`]: `resolve`, `children`, `head`.
@@ -12,13 +13,14 @@ pub mod tree;
 use crate::ids::{RootId, SpaceId};
 use crate::refusal::Refusal;
 use crate::requests::SpaceRef;
-use crate::store::{self, EntryRecord, Identity, Reads, SpaceRecord};
-use base64::engine::general_purpose::STANDARD;
-use base64::Engine as _;
+use crate::store::{self, Identity, Reads, SpaceRecord};
 use serde_json::{json, Value};
 
 /// A success: the status and the result document.
 pub type Answer = Result<(u16, Value), Refusal>;
+
+/// A success whose result document is already JSON text.
+pub type Encoded = Result<(u16, Vec<u8>), Refusal>;
 
 /// The provisioned identity; a store that has none cannot serve.
 pub fn identity(r: &impl Reads) -> Result<Identity, Refusal> {
@@ -53,15 +55,6 @@ pub fn space_json(root: RootId, space: SpaceId, path: &[String]) -> Value {
 
 pub fn entry_ref_json(root: RootId, space: SpaceId, position: u64) -> Value {
     json!({ "root_id": root.to_string(), "space_id": space.to_string(), "position": position })
-}
-
-pub fn entry_json(root: RootId, space: SpaceId, position: u64, record: &EntryRecord) -> Value {
-    json!({
-        "ref": entry_ref_json(root, space, position),
-        "fact": STANDARD.encode(&record.fact),
-        "origin": record.origin.as_str(),
-        "batch": { "first": record.first, "last": record.last },
-    })
 }
 
 /// Whether `position` is a cutoff of the space: 0, or the last position of a

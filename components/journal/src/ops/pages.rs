@@ -1,17 +1,17 @@
 //! `read` and `query`: pages of fixed prefixes.
 
-use super::{cutoff, entry_json, existing_space, identity, is_cutoff, space_ref_json, Answer};
+use super::{cutoff, existing_space, identity, is_cutoff, Encoded};
 use crate::cursor::{self, CursorKey, QueryCursor};
 use crate::filter::Filter;
-use crate::ids::{RootId, SpaceId};
+use crate::ids::SpaceId;
 use crate::manifest::{Listed, Manifest, MAX_SNAPSHOT_BYTES, MAX_SNAPSHOT_SPACES, UNBOUNDED_DEPTH};
-use crate::pager::{self, Budget, Found, MAX_INSPECT_CANDIDATES};
+use crate::page_json::{PageJson, SpaceTail};
+use crate::pager::{self, Budget, MAX_INSPECT_CANDIDATES};
 use crate::refusal::Refusal;
 use crate::requests::{QueryRequest, ReadRequest, SpaceRef};
 use crate::store::{self, Identity, Reads};
-use serde_json::{json, Value};
 
-pub fn read(request: ReadRequest) -> Answer {
+pub fn read(request: ReadRequest) -> Encoded {
     let txn = store::read()?;
     let identity = identity(&txn)?;
     existing_space(&txn, &identity, &request.space)?;
@@ -48,33 +48,30 @@ pub fn read(request: ReadRequest) -> Answer {
         &mut budget,
         &mut found,
     )?;
-    let mut result = json!({
-        "space": space_ref_json(identity.root, space),
-        "through": through,
-        "entries": entries_json(identity.root, space, &found),
-        "scanned_through": progress.accounted,
-    });
-    if !progress.exhausted {
-        result["next_after"] = Value::from(progress.accounted);
+    let tail = SpaceTail::new(identity.root, space);
+    let mut page = PageJson::open();
+    for f in &found {
+        page.entry(&tail, f.position, &f.record);
     }
-    Ok((200, result))
+    let next_after = (!progress.exhausted).then_some(progress.accounted);
+    Ok((
+        200,
+        page.finish_read(&tail, through, progress.accounted, next_after),
+    ))
 }
 
-fn entries_json(root: RootId, space: SpaceId, found: &[Found]) -> Vec<Value> {
-    found
-        .iter()
-        .map(|f| entry_json(root, space, f.position, &f.record))
-        .collect()
-}
-
-pub fn query(request: QueryRequest) -> Answer {
+pub fn query(request: QueryRequest) -> Encoded {
     let txn = store::read()?;
     let identity = identity(&txn)?;
     existing_space(&txn, &identity, &request.space)?;
     let filter = request.filter.unwrap_or_else(Filter::unfiltered);
     let key = CursorKey(identity.cursor_key);
+    let cursor = match &request.cursor {
+        Some(text) => Some(cursor::open_query(&key, text)?),
+        None => None,
+    };
 
-    let manifest = match request.snapshot {
+    let (manifest, manifest_digest) = match request.snapshot {
         Some(manifest) => {
             if manifest.scope != request.space {
                 return Err(Refusal::invalid(
@@ -89,38 +86,38 @@ pub fn query(request: QueryRequest) -> Answer {
                 ));
             }
             check_size(&manifest)?;
+            let digest = manifest.digest();
             // A cursor is sealed by this instance and binds the manifest's
             // digest: the manifest it names was captured or validated when
             // the cursor was issued, and the tree it describes only grows.
-            let issued_with_cursor = match &request.cursor {
-                Some(text) => cursor::open_query(&key, text)?.manifest_digest == manifest.digest(),
-                None => false,
-            };
+            let issued_with_cursor = cursor
+                .as_ref()
+                .is_some_and(|cursor| cursor.manifest_digest == digest);
             if !issued_with_cursor {
                 validate(&txn, &identity, &manifest)?;
             }
-            manifest
+            (manifest, digest)
         }
         None => {
-            if request.cursor.is_some() {
+            if cursor.is_some() {
                 return Err(Refusal::invalid(
                     "cursor",
                     "a continuation resubmits the snapshot",
                 ));
             }
-            capture(
+            let manifest = capture(
                 &txn,
                 &identity,
                 &request.space,
                 request.max_depth.unwrap_or(UNBOUNDED_DEPTH),
-            )?
+            )?;
+            let digest = manifest.digest();
+            (manifest, digest)
         }
     };
-    let manifest_digest = manifest.digest();
     let filter_digest = filter.digest();
-    let (mut index, mut after) = match &request.cursor {
-        Some(text) => {
-            let cursor = cursor::open_query(&key, text)?;
+    let (mut index, mut after) = match &cursor {
+        Some(cursor) => {
             if cursor.manifest_digest != manifest_digest {
                 return Err(Refusal::invalid(
                     "cursor",
@@ -149,7 +146,7 @@ pub fn query(request: QueryRequest) -> Answer {
     };
 
     let mut budget = Budget::page(request.limit);
-    let mut entries = Vec::new();
+    let mut page = PageJson::open();
     let mut next = None;
     while index < manifest.spaces.len() {
         let listed = &manifest.spaces[index];
@@ -163,7 +160,10 @@ pub fn query(request: QueryRequest) -> Answer {
             &mut budget,
             &mut found,
         )?;
-        entries.extend(entries_json(identity.root, listed.space, &found));
+        let tail = SpaceTail::new(identity.root, listed.space);
+        for f in &found {
+            page.entry(&tail, f.position, &f.record);
+        }
         if !progress.exhausted {
             next = Some((index, progress.accounted));
             break;
@@ -171,20 +171,16 @@ pub fn query(request: QueryRequest) -> Answer {
         index += 1;
         after = 0;
     }
-    let mut result = json!({
-        "snapshot": manifest.normalized_json(),
-        "entries": entries,
-    });
-    if let Some((space_index, after)) = next {
+    let next_cursor = next.map(|(space_index, after)| {
         let cursor = QueryCursor {
             manifest_digest,
             filter_digest,
             space_index: space_index as u32,
             after,
         };
-        result["next_cursor"] = Value::String(cursor::seal_query(&key, &cursor));
-    }
-    Ok((200, result))
+        cursor::seal_query(&key, &cursor)
+    });
+    Ok((200, page.finish_query(&manifest, next_cursor.as_deref())))
 }
 
 /// The manifest of the scope's tree as it stands now, within `max_depth`:

@@ -1,0 +1,260 @@
+//! The JSON text of `read` and `query` answers, written straight into the
+//! reply buffer instead of through a `serde_json::Value` tree.
+//!
+//! Invariant: every document written here is byte for byte what
+//! `serde_json::to_vec` writes for the same document as a `Value` (members
+//! in key order, compact, strings escaped as serde_json escapes them); the
+//! tests below hold each writer to that.
+
+use crate::ids::{RootId, SpaceId};
+use crate::manifest::{Listed, Manifest};
+use crate::store::EntryRecord;
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine as _;
+use std::io::Write as _;
+
+/// A page's entries as a JSON array, then the rest of its answer.
+pub struct PageJson {
+    out: Vec<u8>,
+    entries: usize,
+}
+
+/// `"root_id":"…","space_id":"…"}` of one space: the tail shared by every
+/// entry reference in it. Identifiers are a prefix and lowercase hex, so
+/// they need no escaping.
+pub struct SpaceTail(Vec<u8>);
+
+impl SpaceTail {
+    pub fn new(root: RootId, space: SpaceId) -> SpaceTail {
+        let mut tail = Vec::with_capacity(96);
+        write!(tail, "\"root_id\":\"{root}\",\"space_id\":\"{space}\"}}")
+            .expect("writing to a Vec cannot fail");
+        SpaceTail(tail)
+    }
+}
+
+impl PageJson {
+    /// Opens the answer at its `entries` member, the first in key order of
+    /// both `read` and `query` answers.
+    pub fn open() -> PageJson {
+        let mut out = Vec::with_capacity(16 << 10);
+        out.extend_from_slice(b"{\"entries\":[");
+        PageJson { out, entries: 0 }
+    }
+
+    /// One entry: `{batch: {first, last}, fact, origin, ref: {position,
+    /// root_id, space_id}}`, the fact in standard padded base64.
+    pub fn entry(&mut self, tail: &SpaceTail, position: u64, record: &EntryRecord) {
+        let out = &mut self.out;
+        if self.entries > 0 {
+            out.push(b',');
+        }
+        self.entries += 1;
+        write!(
+            out,
+            "{{\"batch\":{{\"first\":{},\"last\":{}}},\"fact\":\"",
+            record.first, record.last
+        )
+        .expect("writing to a Vec cannot fail");
+        let at = out.len();
+        let encoded = record.fact.len().div_ceil(3) * 4;
+        out.resize(at + encoded, 0);
+        let written = STANDARD
+            .encode_slice(&record.fact, &mut out[at..])
+            .expect("the buffer holds the padded encoding");
+        debug_assert_eq!(written, encoded);
+        write!(
+            out,
+            "\",\"origin\":\"{}\",\"ref\":{{\"position\":{position},",
+            record.origin.as_str()
+        )
+        .expect("writing to a Vec cannot fail");
+        out.extend_from_slice(&tail.0);
+        out.push(b'}');
+    }
+
+    /// Closes a `read` answer: `next_after` (when the page did not reach
+    /// `through`), `scanned_through`, `space`, `through`.
+    pub fn finish_read(
+        mut self,
+        space: &SpaceTail,
+        through: u64,
+        scanned_through: u64,
+        next_after: Option<u64>,
+    ) -> Vec<u8> {
+        let out = &mut self.out;
+        out.push(b']');
+        if let Some(next) = next_after {
+            write!(out, ",\"next_after\":{next}").expect("writing to a Vec cannot fail");
+        }
+        write!(out, ",\"scanned_through\":{scanned_through},\"space\":{{")
+            .expect("writing to a Vec cannot fail");
+        out.extend_from_slice(&space.0);
+        write!(out, ",\"through\":{through}}}").expect("writing to a Vec cannot fail");
+        self.out
+    }
+
+    /// Closes a `query` answer: `next_cursor` (when there is more), then
+    /// `snapshot`, the manifest's normalized document.
+    pub fn finish_query(mut self, manifest: &Manifest, next_cursor: Option<&str>) -> Vec<u8> {
+        let out = &mut self.out;
+        out.push(b']');
+        if let Some(cursor) = next_cursor {
+            out.extend_from_slice(b",\"next_cursor\":");
+            string(out, cursor);
+        }
+        write!(
+            out,
+            ",\"snapshot\":{{\"max_depth\":{},\"scope\":{{",
+            manifest.max_depth
+        )
+        .expect("writing to a Vec cannot fail");
+        out.extend_from_slice(&SpaceTail::new(manifest.scope.root, manifest.scope.space).0);
+        out.extend_from_slice(b",\"spaces\":[");
+        for (i, listed) in manifest.spaces.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            listed_json(out, listed);
+        }
+        out.extend_from_slice(b"]}}");
+        self.out
+    }
+}
+
+/// `{space: {path, root_id, space_id}, through}`.
+fn listed_json(out: &mut Vec<u8>, listed: &Listed) {
+    out.extend_from_slice(b"{\"space\":{\"path\":[");
+    for (i, key) in listed.path.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        string(out, key);
+    }
+    out.extend_from_slice(b"],");
+    out.extend_from_slice(&SpaceTail::new(listed.root, listed.space).0);
+    write!(out, ",\"through\":{}}}", listed.through).expect("writing to a Vec cannot fail");
+}
+
+/// A JSON string literal as serde_json writes it.
+fn string(out: &mut Vec<u8>, text: &str) {
+    serde_json::to_writer(out, text).expect("writing to a Vec cannot fail");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::filter::Origin;
+    use crate::requests::SpaceRef;
+    use serde_json::{json, Value};
+
+    fn root() -> RootId {
+        RootId([0xab; 16])
+    }
+
+    fn space(n: u8) -> SpaceId {
+        SpaceId([n; 16])
+    }
+
+    fn record(origin: Origin, first: u64, last: u64, fact: &[u8]) -> EntryRecord {
+        EntryRecord {
+            origin,
+            first,
+            last,
+            fact: fact.to_vec(),
+        }
+    }
+
+    fn entry_value(space: SpaceId, position: u64, record: &EntryRecord) -> Value {
+        json!({
+            "ref": {"root_id": root().to_string(), "space_id": space.to_string(), "position": position},
+            "fact": STANDARD.encode(&record.fact),
+            "origin": record.origin.as_str(),
+            "batch": {"first": record.first, "last": record.last},
+        })
+    }
+
+    fn records() -> Vec<(u64, EntryRecord)> {
+        vec![
+            (1, record(Origin::Create, 1, 1, b"")),
+            (2, record(Origin::Append, 2, 4, b"a")),
+            (3, record(Origin::Append, 2, 4, b"ab")),
+            (4, record(Origin::Append, 2, 4, &[0xff, 0, 0xfe, 1])),
+            (u64::MAX >> 11, record(Origin::Append, 7, 9, &[7; 300])),
+        ]
+    }
+
+    #[test]
+    fn a_read_answer_is_what_serde_json_writes() {
+        let s = space(3);
+        let tail = SpaceTail::new(root(), s);
+        for (count, next) in [(0, None), (1, Some(1)), (5, None), (5, Some(99))] {
+            let mut page = PageJson::open();
+            let mut values = Vec::new();
+            for (position, record) in records().iter().take(count) {
+                page.entry(&tail, *position, record);
+                values.push(entry_value(s, *position, record));
+            }
+            let mut expected = json!({
+                "space": {"root_id": root().to_string(), "space_id": s.to_string()},
+                "through": 120,
+                "entries": values,
+                "scanned_through": 110,
+            });
+            if let Some(next) = next {
+                expected["next_after"] = Value::from(next);
+            }
+            let written = page.finish_read(&tail, 120, 110, next);
+            assert_eq!(
+                String::from_utf8(written).unwrap(),
+                serde_json::to_string(&expected).unwrap()
+            );
+        }
+    }
+
+    #[test]
+    fn a_query_answer_is_what_serde_json_writes() {
+        let manifest = Manifest {
+            scope: SpaceRef {
+                root: root(),
+                space: space(1),
+            },
+            max_depth: 9,
+            spaces: vec![
+                Listed {
+                    root: root(),
+                    space: space(1),
+                    path: vec!["s".into()],
+                    through: 4,
+                },
+                Listed {
+                    root: root(),
+                    space: space(2),
+                    path: vec!["s".into(), "q\"\\\u{1}é\u{2028}".into()],
+                    through: 0,
+                },
+            ],
+        };
+        for cursor in [None, Some("c.ab-_")] {
+            let mut page = PageJson::open();
+            let mut values = Vec::new();
+            for (i, (position, record)) in records().iter().enumerate() {
+                let s = space(1 + (i % 2) as u8);
+                page.entry(&SpaceTail::new(root(), s), *position, record);
+                values.push(entry_value(s, *position, record));
+            }
+            let mut expected = json!({
+                "snapshot": manifest.normalized_json(),
+                "entries": values,
+            });
+            if let Some(cursor) = cursor {
+                expected["next_cursor"] = Value::from(cursor);
+            }
+            let written = page.finish_query(&manifest, cursor);
+            assert_eq!(
+                String::from_utf8(written).unwrap(),
+                serde_json::to_string(&expected).unwrap()
+            );
+        }
+    }
+}
