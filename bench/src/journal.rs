@@ -63,6 +63,12 @@ const CLIENTS: [usize; 3] = [1, 16, 64];
 const GROUP: usize = 64;
 /// The share of the grouped baseline 64 single-fact appenders must reach.
 const GROUPED_TARGET: f64 = 0.50;
+/// The journal `head` rate at `GROUP` clients over the native no-op's.
+const HEAD_TARGET: f64 = 0.40;
+/// The journal `head` rate at `GROUP` clients over the ceiling of any
+/// journal request, an empty one's at as many clients: the target under
+/// that ceiling when it stands below [`HEAD_TARGET`].
+const HEAD_CEILING_TARGET: f64 = 0.80;
 /// The tree: children of its scope, and children of each of those.
 const TREE_PARENTS: usize = 10;
 const TREE_CHILDREN: usize = 99;
@@ -147,10 +153,20 @@ impl Api {
             "application/json",
             body.len(),
         );
+        self.exchange(op, &head, body, want).await
+    }
+
+    /// `GET /<op>`; the answer, whose status must be `want`.
+    async fn get(&mut self, op: &str, want: u16) -> Result<Value> {
+        let head = client::get_head(self.addr, &format!("/{op}"));
+        self.exchange(op, &head, &[], want).await
+    }
+
+    async fn exchange(&mut self, op: &str, head: &[u8], body: &[u8], want: u16) -> Result<Value> {
         self.reply.clear();
         let response = self
             .conn
-            .exchange(&head, body, false, Some(&mut self.reply))
+            .exchange(head, body, false, Some(&mut self.reply))
             .await?;
         ensure!(
             response.status == want,
@@ -257,6 +273,97 @@ async fn append_rows(
     }
     drop(native);
     Ok(rows)
+}
+
+/// The journal `head` at `GROUP` clients against the native no-op, alone
+/// (`--only callpath`): the rows [`ceiling_rows`] prints beside the appends.
+pub async fn head_rows(target: &Target, threads: usize) -> Result<Vec<Row>> {
+    let addr = target.operations;
+    let ids = identity(addr).await?;
+    let mut api = Api::connect(addr).await?;
+    let root = ids.root_space.clone();
+    let one = create(&mut api, &ids, &root, "head").await?;
+    let native = native_head(addr, &ids, &one, threads).await?;
+    let journals = Arc::new(vec![ids.space_ref(&one).to_string()]);
+    progress("journal: head");
+    let (mut head, mut noop, mut empty) = (Load::default(), Load::default(), Load::default());
+    for _ in 0..ROUNDS {
+        let time = APPEND_TIME / ROUNDS;
+        head.add(head_load(target, addr, &journals, GROUP, time).await?);
+        noop.add(head_load(target, native.addr, &journals, GROUP, time).await?);
+        empty.add(empty_load(target, GROUP, time).await?);
+    }
+    drop(native);
+    Ok(head_and_noop_rows("1 journal", &head, &noop, &empty))
+}
+
+/// The journal `head` rate at `GROUP` clients, the native hyper no-op's
+/// beside it, and the head's share of the no-op's rate against its target;
+/// then the ceiling that stops it on this machine: the rate of an `empty`
+/// journal request (instantiate, call, drop, no store), and the head's
+/// share of that ceiling against the target it can honestly meet.
+fn head_and_noop_rows(label: &str, head: &Load, noop: &Load, empty: &Load) -> Vec<Row> {
+    let rate = |load: &Load| per_second(load.written.batches, load.written.elapsed);
+    let (head_rate, noop_rate, empty_rate) = (rate(head), rate(noop), rate(empty));
+    let share = head_rate / noop_rate;
+    let cpu_per_request =
+        |load: &Load| load.cpu.as_secs_f64() * 1e6 / load.written.batches.max(1) as f64;
+    vec![
+        Row::new(
+            format!(
+                "journal head c={GROUP}, {label}: req/s (n={})",
+                head.written.batches
+            ),
+            format!(
+                "{head_rate:.0} (cpu: labd {:.2}, bench {:.2}; labd {:.1} µs CPU/req)",
+                head.cores(head.cpu),
+                head.cores(head.client),
+                cpu_per_request(head)
+            ),
+            format!(
+                "{noop_rate:.0} native hyper no-op (cpu: bench with server {:.2}; n={})",
+                noop.cores(noop.client),
+                noop.written.batches
+            ),
+            percent(share),
+            verdict(
+                &format!(">= {} of native", percent(HEAD_TARGET)),
+                share >= HEAD_TARGET,
+            ),
+        ),
+        Row::new(
+            format!(
+                "  ceiling: journal empty request c={GROUP} (404, no store): req/s (n={})",
+                empty.written.batches
+            ),
+            format!(
+                "{empty_rate:.0} (cpu: labd {:.2}, bench {:.2}; labd {:.1} µs CPU/req)",
+                empty.cores(empty.cpu),
+                empty.cores(empty.client),
+                cpu_per_request(empty)
+            ),
+            format!("{noop_rate:.0} native hyper no-op"),
+            percent(empty_rate / noop_rate),
+            format!(
+                "head's target reachable under this ceiling: {}",
+                if empty_rate / noop_rate >= HEAD_TARGET {
+                    "yes"
+                } else {
+                    "no"
+                }
+            ),
+        ),
+        Row::new(
+            format!("  journal head c={GROUP} / empty request c={GROUP}, {label}"),
+            format!("{head_rate:.0}"),
+            format!("{empty_rate:.0} empty request"),
+            percent(head_rate / empty_rate),
+            verdict(
+                &format!(">= {} of the ceiling", percent(HEAD_CEILING_TARGET)),
+                head_rate / empty_rate >= HEAD_CEILING_TARGET,
+            ),
+        ),
+    ]
 }
 
 /// The native hyper server answering `POST /v1/head` with the bytes and
@@ -473,7 +580,7 @@ async fn appends(
     let mut group_nested = Written::default();
     let mut labd: [Load; CLIENTS.len()] = Default::default();
     let mut sql: [(u64, Duration); CLIENTS.len()] = Default::default();
-    let (mut head, mut noop) = (Load::default(), Load::default());
+    let (mut head, mut noop, mut empty) = (Load::default(), Load::default(), Load::default());
     for _ in 0..ROUNDS {
         let bound = BASELINE.share(ROUNDS);
         single.add(tokio::task::block_in_place(|| {
@@ -498,6 +605,7 @@ async fn appends(
             let time = APPEND_TIME / ROUNDS;
             head.add(head_load(target, target.operations, journals, GROUP, time).await?);
             noop.add(head_load(target, native, journals, GROUP, time).await?);
+            empty.add(empty_load(target, GROUP, time).await?);
         }
     }
     drop((each, grouped, nested));
@@ -546,8 +654,7 @@ async fn appends(
             rows.extend(ceiling_rows(
                 label,
                 load,
-                &head,
-                &noop,
+                [&head, &noop, &empty],
                 per_second(group.batches, group.elapsed),
             ));
         }
@@ -592,45 +699,21 @@ fn postgres_rows(label: &str, version: &str, labd: &[Load], sql: &[(u64, Duratio
 
 /// The ceiling of a component round trip beside `GROUP` single-fact
 /// appenders (`appends`): `head`, the journal's read-only `head` from as
-/// many clients, and `noop`, the same requests to the native hyper server,
-/// which answers from memory (no component, no store); then the share of
+/// many clients, `noop`, the same requests to the native hyper server,
+/// which answers from memory (no component, no store), and `empty`, a
+/// journal request that touches no store ([`head_and_noop_rows`]); then the share of
 /// the head rate the appends reach, the head rate against the grouped heed
 /// baseline (`grouped`, appends/s), and whether the head rate, which an
 /// append could only reach if its write cost nothing, reaches the target's
 /// share of that baseline.
-fn ceiling_rows(label: &str, appends: &Load, head: &Load, noop: &Load, grouped: f64) -> Vec<Row> {
+fn ceiling_rows(label: &str, appends: &Load, ceilings: [&Load; 3], grouped: f64) -> Vec<Row> {
+    let [head, noop, empty] = ceilings;
     let rate = |load: &Load| per_second(load.written.batches, load.written.elapsed);
-    let (append_rate, head_rate, noop_rate) = (rate(appends), rate(head), rate(noop));
+    let (append_rate, head_rate) = (rate(appends), rate(head));
     let needed = GROUPED_TARGET * grouped;
     let reachable = head_rate >= needed;
-    vec![
-        Row::new(
-            format!(
-                "  journal head c={GROUP}, {label}: req/s (n={})",
-                head.written.batches
-            ),
-            format!(
-                "{head_rate:.0} (cpu: labd {:.2}, bench {:.2})",
-                head.cores(head.cpu),
-                head.cores(head.client)
-            ),
-            format!("{grouped:.0} heed, commit per {GROUP} appends"),
-            percent(head_rate / grouped),
-            "-".into(),
-        ),
-        Row::new(
-            format!(
-                "  native hyper no-op c={GROUP}: req/s (n={})",
-                noop.written.batches
-            ),
-            format!(
-                "{noop_rate:.0} (cpu: bench with server {:.2})",
-                noop.cores(noop.client)
-            ),
-            "-".into(),
-            "-".into(),
-            "-".into(),
-        ),
+    let mut rows = head_and_noop_rows(label, head, noop, empty);
+    rows.extend([
         Row::new(
             format!("  append 1 fact c={GROUP} / journal head c={GROUP}, {label}"),
             format!("{append_rate:.0}"),
@@ -655,7 +738,8 @@ fn ceiling_rows(label: &str, appends: &Load, head: &Load, noop: &Load, grouped: 
                 if reachable { "yes" } else { "no" }
             ),
         ),
-    ]
+    ]);
+    rows
 }
 
 fn per_second(count: u64, elapsed: Duration) -> f64 {
@@ -811,12 +895,12 @@ async fn append_load(
     let requests = Requests {
         op: "append",
         want: 201,
-        body: Box::new(move |client, n| {
+        body: Some(Box::new(move |client, n| {
             let journal = &journals[(client + n as usize * clients) % journals.len()];
             format!(
                 r#"{{"space":{journal},"facts":{facts},"operation_id":"r{run}-c{client}-{n}"}}"#
             )
-        }),
+        })),
         check: Box::new(move |answer| appended(answer, batch).map(drop)),
     };
     let mut load = post_load(target, target.operations, clients, time, requests).await?;
@@ -840,10 +924,10 @@ async fn head_load(
     let requests = Requests {
         op: "head",
         want: 200,
-        body: Box::new(move |client, n| {
+        body: Some(Box::new(move |client, n| {
             let journal = &journals[(client + n as usize * clients) % journals.len()];
             format!(r#"{{"space":{journal}}}"#)
-        }),
+        })),
         check: Box::new(|answer| {
             ensure!(answer["cutoff"].is_u64(), "head answered {answer}");
             Ok(())
@@ -852,13 +936,32 @@ async fn head_load(
     post_load(target, addr, clients, time, requests).await
 }
 
+/// `clients` new connections asking the journal for a route it does not
+/// have back to back for `time`: the component's router refuses it (404
+/// `not_found`) without touching the store, so its rate is the ceiling of
+/// any journal request through the host: a fresh instance, the call, its
+/// drop, and HTTP around them.
+async fn empty_load(target: &Target, clients: usize, time: Duration) -> Result<Load> {
+    let requests = Requests {
+        op: "no-such-route",
+        want: 404,
+        body: None,
+        check: Box::new(|answer| {
+            ensure!(answer["error"] == "not_found", "answered {answer}");
+            Ok(())
+        }),
+    };
+    post_load(target, target.operations, clients, time, requests).await
+}
+
 /// What the clients of a measured run post.
 struct Requests {
-    /// The operation, `POST /v1/<op>`, and the status it must answer.
+    /// The operation, `POST /v1/<op>` (`GET /<op>` without a body), and
+    /// the status it must answer.
     op: &'static str,
     want: u16,
     /// The body of client `c`'s `n`th request.
-    body: Box<dyn Fn(usize, u64) -> String + Send + Sync>,
+    body: Option<Box<dyn Fn(usize, u64) -> String + Send + Sync>>,
     /// Checks an answer.
     check: Check,
 }
@@ -892,10 +995,14 @@ async fn post_load(
                 let mut n = 0u64;
                 let mut finished = begin;
                 while Instant::now() < end && n < MAX_REQUESTS_PER_CLIENT {
-                    let body = (requests.body)(client, n);
-                    let answer = api
-                        .post(requests.op, body.as_bytes(), requests.want)
-                        .await?;
+                    let answer = match &requests.body {
+                        Some(body) => {
+                            let body = body(client, n);
+                            api.post(requests.op, body.as_bytes(), requests.want)
+                                .await?
+                        }
+                        None => api.get(requests.op, requests.want).await?,
+                    };
                     (requests.check)(&answer)?;
                     n += 1;
                     finished = Instant::now();

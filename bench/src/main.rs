@@ -75,6 +75,9 @@ enum Service {
     Coord,
     Socket,
     Tools,
+    /// The top-level request path alone: the small-get rows and the
+    /// journal `head` against the native no-op.
+    Callpath,
     /// `labd backup` against a plain copy (alone, over blobs it puts first;
     /// in a whole run, over what every other row wrote).
     Backup,
@@ -149,6 +152,10 @@ fn main() -> Result<()> {
             let selected = |service| only.is_none_or(|only| only == service);
             if selected(Service::Bytes) {
                 rows.extend(measure::run(bytes, scratch.clone(), threads, rps_time).await?);
+            }
+            if only == Some(Service::Callpath) {
+                rows.extend(measure::small_gets(bytes, scratch.clone(), threads, rps_time).await?);
+                rows.extend(journal::head_rows(&journal, threads).await?);
             }
             if selected(Service::Journal) || only == Some(Service::JournalReads) {
                 let appends = only != Some(Service::JournalReads);

@@ -174,11 +174,32 @@ pub async fn run(
     threads: usize,
     rps_time: Duration,
 ) -> Result<Vec<Row>> {
+    measure(labd, scratch, threads, rps_time, &SPECS).await
+}
+
+/// The small-get rows alone (and the 4 KiB put they read back).
+pub async fn small_gets(
+    labd: SocketAddr,
+    scratch: PathBuf,
+    threads: usize,
+    rps_time: Duration,
+) -> Result<Vec<Row>> {
+    measure(labd, scratch, threads, rps_time, &SPECS[..1]).await
+}
+
+/// The rows of `specs`, then the small-get rows over the first of them.
+async fn measure(
+    labd: SocketAddr,
+    scratch: PathBuf,
+    threads: usize,
+    rps_time: Duration,
+    specs: &[Spec],
+) -> Result<Vec<Row>> {
     let mut rng = Xorshift::from_clock();
     let mut rows = Vec::new();
     let mut stored = Vec::new();
 
-    for spec in &SPECS {
+    for spec in specs {
         progress(&format!("put {}", spec.label));
         let mut data = vec![0u8; spec.size];
         rng.fill(&mut data);
@@ -244,7 +265,7 @@ pub async fn run(
         fetch_exact(native.addr, blob).await?;
     }
 
-    for (blob, spec) in stored.iter().zip(&SPECS) {
+    for (blob, spec) in stored.iter().zip(specs) {
         progress(&format!("get {}", blob.label));
         let (mut component, mut plain) = (Rate::default(), Rate::default());
         for _ in 0..ROUNDS {

@@ -25,4 +25,4 @@ pub use generated::lab::platform::{
     advances, blobs, body, clock, config, crypto, ids, kv, log, runtime, services, subscriptions,
     tools, types,
 };
-pub use generated::{Service, ServicePre};
+pub use generated::{Service, ServiceIndices, ServicePre};

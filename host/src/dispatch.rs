@@ -151,8 +151,8 @@ pub async fn serve(
     };
     let elapsed = started.elapsed();
     let status = response.status().as_u16();
-    let operation = operation.unwrap_or_else(|| "none".to_string());
-    service.metrics.observe_request(&operation, status, elapsed);
+    let operation = operation.as_deref().unwrap_or("none");
+    service.metrics.observe_request(operation, status, elapsed);
     tracing::info!(
         service = service.name,
         route = operation,
@@ -210,7 +210,7 @@ async fn run(
     };
     let body = instance.store.data_mut().table.push(body)?;
     let handler = instance.service.lab_platform_handler();
-    let wit_response = match handler
+    let mut wit_response = match handler
         .call_handle(&mut instance.store, &wit_request, body)
         .await
     {
@@ -220,7 +220,7 @@ async fn run(
         }
         Err(e) => return Err(e.into()),
     };
-    let operation = wit_response.operation.clone();
+    let operation = wit_response.operation.take();
     let response = into_http(wit_response, &mut instance.store.data_mut().table).await?;
     Ok((operation, response))
 }

@@ -44,10 +44,18 @@ impl Histogram {
     }
 }
 
+/// The requests of one operation.
+#[derive(Default)]
+struct Operation {
+    /// Requests answered, by status.
+    statuses: BTreeMap<u16, u64>,
+    latency: Histogram,
+}
+
 #[derive(Default)]
 struct Tables {
-    requests: BTreeMap<(String, u16), u64>,
-    latency: BTreeMap<String, Histogram>,
+    /// By operation name; a name is allocated once, on its first request.
+    operations: BTreeMap<String, Operation>,
     instantiation: Histogram,
     /// Socket calls by how they ended: `answered` (by the component, with
     /// whatever status), `unavailable` or `internal` (by the host).
@@ -102,15 +110,15 @@ impl Metrics {
     /// One finished request; `operation` is `none` for router failures.
     pub fn observe_request(&self, operation: &str, status: u16, elapsed: Duration) {
         let mut tables = self.tables.lock().unwrap();
-        *tables
-            .requests
-            .entry((operation.to_string(), status))
-            .or_default() += 1;
-        tables
-            .latency
-            .entry(operation.to_string())
-            .or_default()
-            .observe(elapsed.as_secs_f64());
+        let operations = &mut tables.operations;
+        if !operations.contains_key(operation) {
+            operations.insert(operation.to_string(), Operation::default());
+        }
+        let Some(counted) = operations.get_mut(operation) else {
+            return;
+        };
+        *counted.statuses.entry(status).or_default() += 1;
+        counted.latency.observe(elapsed.as_secs_f64());
     }
 
     /// One component instantiation.
@@ -129,19 +137,23 @@ impl Metrics {
         let mut out = String::new();
         out.push_str("# HELP lab_requests_total Requests answered, by operation and status.\n");
         out.push_str("# TYPE lab_requests_total counter\n");
-        for ((operation, status), count) in &tables.requests {
-            let _ = writeln!(
-                out,
-                "lab_requests_total{{service=\"{service}\",operation=\"{operation}\",status=\"{status}\"}} {count}"
-            );
+        for (operation, counted) in &tables.operations {
+            for (status, count) in &counted.statuses {
+                let _ = writeln!(
+                    out,
+                    "lab_requests_total{{service=\"{service}\",operation=\"{operation}\",status=\"{status}\"}} {count}"
+                );
+            }
         }
         out.push_str(
             "# HELP lab_request_duration_seconds Time from request head to response head.\n",
         );
         out.push_str("# TYPE lab_request_duration_seconds histogram\n");
-        for (operation, histogram) in &tables.latency {
+        for (operation, counted) in &tables.operations {
             let labels = format!("service=\"{service}\",operation=\"{operation}\"");
-            histogram.render(&mut out, "lab_request_duration_seconds", &labels);
+            counted
+                .latency
+                .render(&mut out, "lab_request_duration_seconds", &labels);
         }
         out.push_str("# HELP lab_instantiation_duration_seconds Time to instantiate a component for one request.\n");
         out.push_str("# TYPE lab_instantiation_duration_seconds histogram\n");

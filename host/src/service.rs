@@ -1,7 +1,7 @@
 //! A hosted service: its loaded component (swappable while requests run),
 //! its shared environment and its instance budget.
 
-use crate::bindings::{ServiceIdentity, ServicePre};
+use crate::bindings::{ServiceIdentity, ServiceIndices, ServicePre};
 use crate::capabilities::{RequestState, ServiceEnv};
 use crate::engine::{self, EPOCH_TICK, MAX_INSTANCE_MEMORY};
 use crate::memory::MemoryLimiter;
@@ -27,6 +27,9 @@ pub enum ComponentSource {
 /// A component ready to serve: linked, with the identity it reported.
 pub struct Loaded {
     pub pre: ServicePre<RequestState>,
+    /// The component's exports, resolved once so that a request's instance
+    /// is bound to them without looking them up by name.
+    indices: ServiceIndices,
     pub digest: Arc<str>,
     pub identity: ServiceIdentity,
     /// The component's `socket.call`, when it exports `socket`.
@@ -154,6 +157,7 @@ impl Service {
         let identity = identify_and_prepare(&engine, &env, &prepared.pre, &digest).await?;
         let loaded = Loaded {
             socket: socket_export(&prepared.pre),
+            indices: ServiceIndices::new(prepared.pre.instance_pre())?,
             pre: prepared.pre,
             digest,
             identity,
@@ -205,6 +209,7 @@ impl Service {
             identify_and_prepare(&self.engine, &self.env, &prepared.pre, &digest).await?;
         self.install(Loaded {
             socket: socket_export(&prepared.pre),
+            indices: ServiceIndices::new(prepared.pre.instance_pre())?,
             pre: prepared.pre,
             digest: Arc::clone(&digest),
             identity,
@@ -243,8 +248,10 @@ impl Service {
                     InstanceError::Failed(e)
                 }
             })?;
-        let service =
-            crate::bindings::Service::new(&mut store, &instance).map_err(InstanceError::Failed)?;
+        let service = loaded
+            .indices
+            .load(&mut store, &instance)
+            .map_err(InstanceError::Failed)?;
         self.metrics.observe_instantiation(started.elapsed());
         let instance = Instance {
             store,
@@ -257,6 +264,10 @@ impl Service {
 
     /// A permit of `pool`, waited for at most the budget's wait.
     async fn admit<'a>(&self, pool: &'a Semaphore) -> Result<SemaphorePermit<'a>, InstanceError> {
+        // A free permit is taken without arming the wait's timer.
+        if let Ok(permit) = pool.try_acquire() {
+            return Ok(permit);
+        }
         match tokio::time::timeout(self.budget.wait, pool.acquire()).await {
             Ok(Ok(permit)) => Ok(permit),
             Ok(Err(closed)) => Err(InstanceError::Failed(closed.into())),
