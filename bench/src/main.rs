@@ -68,6 +68,8 @@ enum Service {
     Bytes,
     Journal,
     Coord,
+    /// The coordination `publish` and `entries` rows alone.
+    CoordPath,
     Socket,
     Tools,
     /// `labd backup` against a plain copy (alone, over blobs it puts first;
@@ -158,8 +160,9 @@ fn main() -> Result<()> {
                 rows.extend(socket::run(target.clone(), rps_time).await?);
                 rows.extend(events::run(target, rps_time).await?);
             }
-            if selected(Service::Coord) {
-                rows.extend(coord::run(coord, threads).await?);
+            if selected(Service::Coord) || only == Some(Service::CoordPath) {
+                let paths_only = only == Some(Service::CoordPath);
+                rows.extend(coord::run(coord, threads, paths_only).await?);
             }
             if only == Some(Service::Backup) {
                 backup::fill(bytes).await?;
