@@ -248,6 +248,14 @@ impl Call {
         Call::new(request, path.to_vec())
     }
 
+    /// The space at leaf `leaf`'s path: authenticated and authorized like
+    /// every signed request, answered from the service's own store (the
+    /// path is remembered), with no call to another service.
+    fn resolve(leaf: usize) -> Result<Call> {
+        let path = leaf_path(leaf);
+        Call::new(Request::new("resolve")?.path(path.clone()), path)
+    }
+
     /// The first entry of leaf `leaf`.
     fn entries(leaf: usize) -> Result<Call> {
         let path = leaf_path(leaf);
@@ -479,9 +487,10 @@ pub(crate) async fn world(addr: SocketAddr) -> Result<String> {
         .context("healthz without identity.world")
 }
 
-/// Runs every coordination measurement against `target`; `threads` sign
-/// the requests ahead of each run.
-pub async fn run(target: Target, threads: usize) -> Result<Vec<Row>> {
+/// Runs every coordination measurement against `target` (only the
+/// `publish` and `entries` rows with `paths_only`); `threads` sign the
+/// requests ahead of each run.
+pub async fn run(target: Target, threads: usize, paths_only: bool) -> Result<Vec<Row>> {
     progress("coord: setup");
     let coord = target.operations;
     let world = world(coord).await?;
@@ -560,25 +569,58 @@ pub async fn run(target: Target, threads: usize) -> Result<Vec<Row>> {
     for clients in CLIENTS {
         progress(&format!("coord: publish, c={clients}"));
         let (publish, append) = bench.compare(Kind::Publish, clients).await?;
-        rows.push(load_row(
+        let mut row = load_row(
             &format!("coord publish, c={clients}, {LEAVES} leaves"),
             &publish,
             &append,
             "journal append 1 fact",
-        ));
+        );
+        if clients == 16 {
+            let ratio = publish.per_second() / append.per_second();
+            row.target = verdict(">= 40% of the append", ratio >= 0.40);
+        }
+        rows.push(row);
         publishes.push((clients, publish));
     }
     let mut reads = Vec::new();
     for clients in CLIENTS {
         progress(&format!("coord: entries, c={clients}"));
         let (entries, read) = bench.compare(Kind::Entries, clients).await?;
-        rows.push(load_row(
+        let mut row = load_row(
             &format!("coord entries limit=1, c={clients}, {LEAVES} leaves"),
             &entries,
             &read,
             "journal read limit 1, same leaves",
-        ));
+        );
+        if clients == 16 {
+            let ratio = entries.per_second() / read.per_second();
+            row.target = verdict(">= 50% of the read", ratio >= 0.50);
+        }
+        rows.push(row);
         reads.push((clients, entries));
+    }
+    // The ceiling under both targets: a signed request that calls no other
+    // service (authentication, the replay cache's write, a remembered
+    // path).
+    progress("coord: entries against a signed resolve, c=16");
+    let (entries, resolve) = bench
+        .compare_signed(Kind::Entries, Kind::Resolve, 16)
+        .await?;
+    let mut ceiling = load_row(
+        "  ceiling: coord entries limit=1, c=16, against a signed request calling no service",
+        &entries,
+        &resolve,
+        "coord resolve, remembered path",
+    );
+    // The entries target's 50%, taken of the ceiling where the ceiling is
+    // below the journal read.
+    ceiling.target = verdict(
+        ">= 50% of the signed resolve",
+        entries.per_second() >= 0.5 * resolve.per_second(),
+    );
+    rows.push(ceiling);
+    if paths_only {
+        return Ok(rows);
     }
 
     for clients in CLIENTS {
@@ -731,6 +773,8 @@ async fn create_artifact(
 enum Kind {
     Publish,
     Entries,
+    /// A signed `resolve` of a leaf: the floor of every signed request.
+    Resolve,
     /// A new declaration about one of the `ARTIFACTS` artifacts.
     Declare,
     /// A new declaration about the view's artifact (setup).
@@ -851,6 +895,7 @@ impl Bench {
         match kind {
             Kind::Publish => Call::publish(&id, turn % LEAVES, n),
             Kind::Entries => Call::entries(turn % LEAVES),
+            Kind::Resolve => Call::resolve(turn % LEAVES),
             Kind::Declare => Call::declare(&id, &format!("a{}", turn % ARTIFACTS), n),
             Kind::Fill => Call::declare(&id, VIEW_ARTIFACT, turn as u64),
             Kind::Query(page) => {
@@ -1083,6 +1128,10 @@ impl Bench {
                 journal::appended(answer, 1).map(drop)
             }),
             (Kind::Entries, true) => (self.target.operations, 200, one_entry),
+            (Kind::Resolve, _) => (self.target.operations, 200, |answer| {
+                ensure!(answer["space"].is_object(), "resolve answered {answer}");
+                Ok(())
+            }),
             (_, false) => (self.target.journal, 200, one_entry),
             (Kind::Declare | Kind::Fill, _) => (self.target.operations, 201, |answer| {
                 ensure!(

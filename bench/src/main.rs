@@ -73,6 +73,8 @@ enum Service {
     /// The journal's read, filtered read and query rows only.
     JournalReads,
     Coord,
+    /// The coordination `publish` and `entries` rows alone.
+    CoordPath,
     Socket,
     Tools,
     /// The top-level request path alone: the small-get rows and the
@@ -171,8 +173,9 @@ fn main() -> Result<()> {
                 rows.extend(socket::run(target.clone(), rps_time).await?);
                 rows.extend(events::run(target, rps_time).await?);
             }
-            if selected(Service::Coord) {
-                rows.extend(coord::run(coord, threads).await?);
+            if selected(Service::Coord) || only == Some(Service::CoordPath) {
+                let paths_only = only == Some(Service::CoordPath);
+                rows.extend(coord::run(coord, threads, paths_only).await?);
             }
             if only == Some(Service::Backup) {
                 backup::fill(bytes).await?;

@@ -17,13 +17,16 @@ const RESOLVED: &str = "resolved";
 const LAYOUT_KEY: &[u8] = b"layout";
 
 /// The settings the host passes (`labd --coord-*`).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Settings {
     pub world: String,
     pub root: Principal,
     pub audience: String,
-    /// The key the service signs the grants it issues with.
-    pub issuer: Option<SigningKey>,
+    /// The seed of the key the service signs the grants it issues with:
+    /// the key itself is derived only by the operations that sign
+    /// ([`Settings::issuer`]), since deriving it costs a scalar
+    /// multiplication every other request would pay for nothing.
+    issuer_seed: Option<[u8; 32]>,
 }
 
 impl Settings {
@@ -36,22 +39,26 @@ impl Settings {
         let world = get("world")?;
         let root = Principal::parse(&get("root-key")?)
             .ok_or_else(|| Refusal::Internal("the configured root key is malformed".into()))?;
-        let issuer = match config::get("issuer-key") {
+        let issuer_seed = match config::get("issuer-key") {
             None => None,
-            Some(hex) => {
-                let seed: [u8; 32] = hex::decode(hex.trim())
+            Some(hex) => Some(
+                hex::decode(hex.trim())
                     .ok()
                     .and_then(|b| b.try_into().ok())
-                    .ok_or_else(|| Refusal::Internal("the issuer key is malformed".into()))?;
-                Some(SigningKey::from_bytes(&seed))
-            }
+                    .ok_or_else(|| Refusal::Internal("the issuer key is malformed".into()))?,
+            ),
         };
         Ok(Settings {
             world,
             root,
             audience: get("audience")?,
-            issuer,
+            issuer_seed,
         })
+    }
+
+    /// The key the service signs the grants it issues with, when set.
+    pub fn issuer(&self) -> Option<SigningKey> {
+        self.issuer_seed.as_ref().map(SigningKey::from_bytes)
     }
 
     /// The verifier of this world, checking signatures in the host's

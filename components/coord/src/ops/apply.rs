@@ -333,8 +333,7 @@ fn content_at(space: &Space, position: u64, head: u64) -> Result<Option<Artifact
 /// The world's root key, which signs attestations.
 fn root_key(call: &Call<'_>) -> Result<SigningKey, Refusal> {
     call.settings
-        .issuer
-        .clone()
+        .issuer()
         .filter(|key| Principal::of(key) == call.settings.root)
         .ok_or_else(|| {
             Refusal::Unavailable(
@@ -1047,8 +1046,7 @@ pub fn interrupt_cut_runs(world: &World, settings: &Settings) -> Result<usize, R
             .resolve(&path[..2])?
             .ok_or_else(|| Refusal::Unavailable("a run record's project is gone".into()))?;
         let key = settings
-            .issuer
-            .clone()
+            .issuer()
             .ok_or_else(|| Refusal::Unavailable("no key to sign attestations with".into()))?;
         let release = attempt.release.clone();
         let description = release_description(&release)?;

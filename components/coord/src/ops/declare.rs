@@ -202,8 +202,7 @@ pub fn declare(call: &mut Call<'_>, request: DeclareRequest) -> Result<Reply, Re
     // 6. The root's signing key.
     let root = call
         .settings
-        .issuer
-        .clone()
+        .issuer()
         .filter(|key| Principal::of(key) == call.settings.root)
         .ok_or_else(|| {
             Refusal::Unavailable(

@@ -235,8 +235,7 @@ pub fn provision_worker(
     }
     let issuer = call
         .settings
-        .issuer
-        .clone()
+        .issuer()
         .filter(|key| Principal::of(key) == call.settings.root);
     let Some(issuer) = issuer else {
         return Err(Refusal::Unavailable(
