@@ -67,6 +67,8 @@ struct Args {
 enum Service {
     Bytes,
     Journal,
+    /// The journal's append rows and their ceilings only.
+    Appends,
     Coord,
     Socket,
     Tools,
@@ -145,8 +147,9 @@ fn main() -> Result<()> {
             if selected(Service::Bytes) {
                 rows.extend(measure::run(bytes, scratch.clone(), threads, rps_time).await?);
             }
-            if selected(Service::Journal) {
-                rows.extend(journal::run(journal, scratch, threads).await?);
+            if selected(Service::Journal) || only == Some(Service::Appends) {
+                let appends_only = only == Some(Service::Appends);
+                rows.extend(journal::run(journal, scratch, threads, appends_only).await?);
             }
             if selected(Service::Socket) {
                 let target = coord::Target {
