@@ -191,6 +191,27 @@ fn a_request_holds_one_write_transaction_at_a_time() {
 }
 
 #[test]
+fn a_request_holding_a_write_transaction_cannot_apply_a_sequenced_batch() {
+    let labd = start_probe("kv-batch-open");
+    let text = |r: &support::Response| String::from_utf8_lossy(&r.body).into_owned();
+    // Setup: the store takes writes.
+    let counter = labd.bytes().post("/kv/increment", None, b"");
+    assert_eq!((counter.status, text(&counter)), (200, "1".to_string()));
+    // Without the refusal the batch would wait for the open transaction to
+    // reach its idle limit, then be answered (200).
+    let response = labd.bytes().post("/kv/batch-while-writing", None, b"");
+    assert_eq!(response.status, 409, "{}", text(&response));
+    assert!(
+        text(&response).contains("cannot be applied while the request holds a write transaction"),
+        "{}",
+        text(&response)
+    );
+    // Nothing was written and the store is free.
+    let counter = labd.bytes().post("/kv/increment", None, b"");
+    assert_eq!((counter.status, text(&counter)), (200, "2".to_string()));
+}
+
+#[test]
 fn a_service_calls_a_cohosted_service_in_process() {
     // Without the coordination service, which calls the journal itself.
     let probe = support::built_component("probe");

@@ -72,6 +72,8 @@ enum Service {
     Journal,
     /// The journal's read, filtered read and query rows only.
     JournalReads,
+    /// The journal's append rows and their ceilings only.
+    Appends,
     Coord,
     /// The coordination `publish` and `entries` rows alone.
     CoordPath,
@@ -159,9 +161,13 @@ fn main() -> Result<()> {
                 rows.extend(measure::small_gets(bytes, scratch.clone(), threads, rps_time).await?);
                 rows.extend(journal::head_rows(&journal, threads).await?);
             }
-            if selected(Service::Journal) || only == Some(Service::JournalReads) {
-                let appends = only != Some(Service::JournalReads);
-                rows.extend(journal::run(journal, scratch, threads, appends).await?);
+            let part = match only {
+                Some(Service::JournalReads) => Some(journal::Part::Reads),
+                Some(Service::Appends) => Some(journal::Part::Appends),
+                _ => selected(Service::Journal).then_some(journal::Part::All),
+            };
+            if let Some(part) = part {
+                rows.extend(journal::run(journal, scratch, threads, part).await?);
             }
             if selected(Service::Socket) {
                 let target = coord::Target {

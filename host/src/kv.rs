@@ -26,7 +26,13 @@
 //!    remap). A transaction that finds the map full is aborted alone and
 //!    answered [`KvError::Unavailable`], like one that finds the disk full;
 //!    nothing of it was written.
+//! 7. A sequenced batch ([`Namespace::apply_sequenced`]) is one group member
+//!    decided and applied in one step, nested like a transaction; it is
+//!    answered, whatever it met, once its group commits ("Key-value store"
+//!    10 in `docs/design.md`).
 
+use crate::kv_batch::ReadyBatch;
+pub use crate::kv_batch::{BatchOutcome, CounterSlot, SequencedBatch, SequencedWrite};
 use crate::map_gate::{MapGate, ReadPass};
 use crate::storage::{is_no_space, NO_SPACE};
 use heed::types::Bytes;
@@ -73,6 +79,8 @@ pub enum KvError {
     /// No room now: the map is full (at its ceiling, or until it has
     /// grown) or the disk is. Nothing of the transaction was written.
     Unavailable(String),
+    /// A sequenced batch whose counter slots do not fit its writes.
+    BadBatch(String),
 }
 
 impl std::fmt::Display for KvError {
@@ -83,6 +91,7 @@ impl std::fmt::Display for KvError {
             KvError::Finished => write!(f, "the transaction is finished"),
             KvError::Storage(e) => write!(f, "storage: {e}"),
             KvError::Unavailable(e) => write!(f, "{e}"),
+            KvError::BadBatch(e) => write!(f, "malformed batch: {e}"),
         }
     }
 }
@@ -137,15 +146,40 @@ enum Served {
     /// Aborted or failed: nothing of it is in the group.
     Nothing,
     /// In the group; the reply waits for the group's commit.
-    Waiting(Reply<()>),
+    Waiting(Waiter),
     /// In the group and already answered.
     Detached,
 }
 
-/// One request's write transaction, as the writer receives it.
-struct Job {
-    db: Database<Bytes, Bytes>,
-    ops: sync_mpsc::Receiver<Op>,
+/// What the writer serves, one at a time, into its group.
+enum Job {
+    /// One request's write transaction, its operations arriving one by one.
+    Txn {
+        db: Database<Bytes, Bytes>,
+        ops: sync_mpsc::Receiver<Op>,
+    },
+    /// A sequenced batch, decided and applied in one step (invariant 7).
+    Batch {
+        db: Database<Bytes, Bytes>,
+        batch: ReadyBatch,
+        reply: Reply<BatchOutcome>,
+    },
+}
+
+/// A member of a group waiting for its commit.
+enum Waiter {
+    Txn(Reply<()>),
+    /// Answered `outcome` once the group is durable.
+    Batch(Reply<BatchOutcome>, BatchOutcome),
+}
+
+impl Waiter {
+    fn answer(self, committed: Result<(), KvError>) {
+        match self {
+            Waiter::Txn(reply) => drop(reply.send(committed)),
+            Waiter::Batch(reply, outcome) => drop(reply.send(committed.map(|()| outcome))),
+        }
+    }
 }
 
 /// The store. Shared by every request of every service.
@@ -309,12 +343,30 @@ impl Namespace {
         let (ops, rx) = sync_mpsc::channel();
         self.store
             .jobs
-            .send(Job {
+            .send(Job::Txn {
                 db: self.db,
                 ops: rx,
             })
             .map_err(|_| KvError::Storage("the writer stopped".into()))?;
         Ok(WriteTxn { ops: Some(ops) })
+    }
+
+    /// Applies a sequenced batch in one exchange with the writer; answers
+    /// once what it read, and what it wrote, is durable (invariant 7).
+    pub async fn apply_sequenced(&self, batch: SequencedBatch) -> Result<BatchOutcome, KvError> {
+        let batch = batch.ready()?;
+        let (reply, answer) = oneshot::channel();
+        self.store
+            .jobs
+            .send(Job::Batch {
+                db: self.db,
+                batch,
+                reply,
+            })
+            .map_err(|_| KvError::Storage("the writer stopped".into()))?;
+        answer
+            .await
+            .map_err(|_| KvError::Storage("the writer stopped".into()))?
     }
 }
 
@@ -327,7 +379,7 @@ fn full_writes(writes: TableWrites) -> Result<Entries, KvError> {
 }
 
 /// `table ‖ 0x00 ‖ key`.
-fn table_key(table: &str, key: &[u8]) -> Result<Vec<u8>, KvError> {
+pub(crate) fn table_key(table: &str, key: &[u8]) -> Result<Vec<u8>, KvError> {
     let prefix = table_prefix(table)?;
     if prefix.len() + key.len() > MAX_KEY_BYTES {
         return Err(KvError::TooLarge);
@@ -539,7 +591,7 @@ impl Writer {
                 return;
             }
         };
-        let mut committed: Vec<Reply<()>> = Vec::new();
+        let mut committed: Vec<Waiter> = Vec::new();
         let mut members = 0;
         let mut next = Some(first);
         while let Some(job) = next.take() {
@@ -568,8 +620,8 @@ impl Writer {
             }
             outcome
         };
-        for reply in committed {
-            let _ = reply.send(outcome.clone());
+        for waiter in committed {
+            waiter.answer(outcome.clone());
         }
     }
 
@@ -583,9 +635,24 @@ impl Writer {
                 return Served::Nothing;
             }
         };
-        let db = job.db;
+        let (db, ops) = match job {
+            Job::Txn { db, ops } => (db, ops),
+            Job::Batch { db, batch, reply } => {
+                // The nested transaction aborts on drop unless committed.
+                let applied = batch
+                    .apply(&mut txn, db)
+                    .and_then(|outcome| txn.commit().map(|()| outcome));
+                return match applied {
+                    Ok(outcome) => Served::Waiting(Waiter::Batch(reply, outcome)),
+                    Err(e) => {
+                        let _ = reply.send(Err(self.write_error(e, found_full)));
+                        Served::Nothing
+                    }
+                };
+            }
+        };
         loop {
-            let Ok(op) = job.ops.recv_timeout(IDLE_LIMIT) else {
+            let Ok(op) = ops.recv_timeout(IDLE_LIMIT) else {
                 // Dropped, aborted or idle: the nested transaction aborts.
                 return Served::Nothing;
             };
@@ -630,7 +697,7 @@ impl Writer {
                         return Served::Nothing;
                     }
                     return match (txn.commit(), durability) {
-                        (Ok(()), Durability::Wait) => Served::Waiting(reply),
+                        (Ok(()), Durability::Wait) => Served::Waiting(Waiter::Txn(reply)),
                         (Ok(()), Durability::Detached) => {
                             let _ = reply.send(Ok(()));
                             Served::Detached
@@ -739,7 +806,11 @@ impl Writer {
 
 /// Answers `job` when its transaction cannot start.
 fn refuse(job: Job, error: &KvError) {
-    while let Ok(op) = job.ops.recv_timeout(IDLE_LIMIT) {
+    let ops = match job {
+        Job::Txn { ops, .. } => ops,
+        Job::Batch { reply, .. } => return drop(reply.send(Err(error.clone()))),
+    };
+    while let Ok(op) = ops.recv_timeout(IDLE_LIMIT) {
         let failed = matches!(op, Op::Commit(..));
         answer(op, error);
         if failed {
@@ -836,6 +907,157 @@ mod tests {
             Some(b"1".to_vec())
         );
         assert_eq!(txn.get("t", b"a").await, Err(KvError::Finished));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A batch on counter `c` of table `t`, guarded by `receipt/<op>`,
+    /// writing `e/<base + 1>` = `<base + 1>` and a receipt holding `base + 1`.
+    fn sequenced(op: &str, expected: Option<u64>, ceiling: u64) -> SequencedBatch {
+        SequencedBatch {
+            guard: ("receipt".into(), op.as_bytes().to_vec()),
+            counter: ("t".into(), b"c".to_vec()),
+            expected,
+            count: 1,
+            ceiling,
+            writes: vec![
+                SequencedWrite {
+                    table: "e".into(),
+                    key: vec![0; 8],
+                    value: vec![0; 8],
+                    slots: vec![
+                        CounterSlot {
+                            in_key: true,
+                            offset: 0,
+                            addend: 1,
+                        },
+                        CounterSlot {
+                            in_key: false,
+                            offset: 0,
+                            addend: 1,
+                        },
+                    ],
+                },
+                SequencedWrite {
+                    table: "receipt".into(),
+                    key: op.as_bytes().to_vec(),
+                    value: [&b"r"[..], &[0; 8]].concat(),
+                    slots: vec![CounterSlot {
+                        in_key: false,
+                        offset: 1,
+                        addend: 1,
+                    }],
+                },
+            ],
+        }
+    }
+
+    async fn counter(ns: &Namespace) -> Option<Vec<u8>> {
+        ns.read().await.unwrap().get("t", b"c").unwrap()
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_sequenced_batch_is_decided_and_filled_by_the_writer() {
+        let (dir, ns) = open("sequenced");
+        // No counter yet: refused, nothing written.
+        assert_eq!(
+            ns.apply_sequenced(sequenced("a", None, 100)).await,
+            Ok(BatchOutcome::NoCounter)
+        );
+        assert_eq!(ns.read().await.unwrap().get("receipt", b"a").unwrap(), None);
+        let mut txn = ns.write().unwrap();
+        txn.commit_with(vec![(
+            "t".into(),
+            b"c".to_vec(),
+            5u64.to_be_bytes().to_vec(),
+        )])
+        .await
+        .unwrap();
+        let (groups, _) = counts(&ns);
+
+        assert_eq!(
+            ns.apply_sequenced(sequenced("a", Some(5), 100)).await,
+            Ok(BatchOutcome::Applied(5))
+        );
+        // Answered durable: its group committed before the answer.
+        assert_eq!(counts(&ns).0, groups + 1);
+        let read = ns.read().await.unwrap();
+        let six = 6u64.to_be_bytes().to_vec();
+        assert_eq!(read.get("e", &six).unwrap(), Some(six.clone()));
+        let receipt = [&b"r"[..], &six].concat();
+        assert_eq!(read.get("receipt", b"a").unwrap(), Some(receipt.clone()));
+        assert_eq!(read.get("t", b"c").unwrap(), Some(six.clone()));
+        drop(read);
+
+        // A replay finds its guard and writes nothing, whatever else differs.
+        assert_eq!(
+            ns.apply_sequenced(sequenced("a", Some(0), 0)).await,
+            Ok(BatchOutcome::Guarded(receipt))
+        );
+        // The precondition and the ceiling are checked on the live counter.
+        assert_eq!(
+            ns.apply_sequenced(sequenced("b", Some(5), 100)).await,
+            Ok(BatchOutcome::Mismatch(6))
+        );
+        assert_eq!(
+            ns.apply_sequenced(sequenced("b", None, 6)).await,
+            Ok(BatchOutcome::PastCeiling(6))
+        );
+        let read = ns.read().await.unwrap();
+        assert_eq!(read.get("receipt", b"b").unwrap(), None);
+        assert_eq!(read.get("e", &7u64.to_be_bytes()).unwrap(), None);
+        assert_eq!(read.get("t", b"c").unwrap(), Some(six));
+        drop(read);
+
+        // A slot past its write is refused before it reaches the writer.
+        let mut bad = sequenced("b", None, 100);
+        bad.writes[0].slots[1].offset = 1;
+        assert!(matches!(
+            ns.apply_sequenced(bad).await,
+            Err(KvError::BadBatch(_))
+        ));
+        assert_eq!(counter(&ns).await, Some(6u64.to_be_bytes().to_vec()));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_batches_on_one_counter_each_draw_their_own_number() {
+        let (dir, ns) = open("sequenced-hot");
+        let mut txn = ns.write().unwrap();
+        txn.commit_with(vec![(
+            "t".into(),
+            b"c".to_vec(),
+            0u64.to_be_bytes().to_vec(),
+        )])
+        .await
+        .unwrap();
+        let (groups, _) = counts(&ns);
+        let tasks: Vec<_> = (0..64)
+            .map(|i| {
+                let ns = ns.clone();
+                tokio::spawn(async move {
+                    ns.apply_sequenced(sequenced(&format!("op{i}"), None, 1000))
+                        .await
+                        .unwrap()
+                })
+            })
+            .collect();
+        let mut bases = Vec::new();
+        for task in tasks {
+            match task.await.unwrap() {
+                BatchOutcome::Applied(base) => bases.push(base),
+                other => panic!("a batch was not applied: {other:?}"),
+            }
+        }
+        bases.sort_unstable();
+        assert_eq!(bases, (0..64).collect::<Vec<u64>>());
+        assert_eq!(counter(&ns).await, Some(64u64.to_be_bytes().to_vec()));
+        let read = ns.read().await.unwrap();
+        for i in 0..64u64 {
+            let position = (i + 1).to_be_bytes().to_vec();
+            assert_eq!(read.get("e", &position).unwrap(), Some(position.clone()));
+        }
+        let (after, _) = counts(&ns);
+        assert!(after > groups && after - groups <= 64);
         std::fs::remove_dir_all(dir).unwrap();
     }
 

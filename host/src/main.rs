@@ -38,6 +38,7 @@ mod engine;
 mod events;
 mod keys;
 mod kv;
+mod kv_batch;
 mod kv_snapshot;
 mod maintenance;
 mod management;

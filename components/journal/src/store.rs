@@ -4,7 +4,10 @@
 pub use crate::filter::Origin;
 use crate::ids::{InstanceId, RootId, SpaceId};
 use crate::refusal::Refusal;
-use lab_guest::lab::platform::kv::{self, Entry, KvError, Range, TableKey, TableWrite};
+use lab_guest::lab::platform::kv::{
+    self, BatchOutcome, CounterSlot, Entry, KvError, Range, SequencedBatch, SequencedWrite,
+    TableKey, TableWrite,
+};
 
 const META: &str = "meta";
 const SPACE: &str = "space";
@@ -331,7 +334,34 @@ fn receipt_key(space: SpaceId, kind: ReceiptKind, operation_id: &str) -> Vec<u8>
     concat(&[&space.0, kind, operation_id.as_bytes()])
 }
 
-fn decode_receipt(bytes: &[u8]) -> Result<Receipt, Refusal> {
+/// The first octet of an append receipt's result that holds the batch's
+/// positions (`first ‖ last`, 8 octets each) rather than JSON, which
+/// starts with `{`: the store fills them in when it applies the batch.
+const POSITIONS_RESULT: u8 = 1;
+
+/// The positions an append receipt answered, when it holds them rather
+/// than a JSON result.
+pub fn receipt_positions(receipt: &Receipt) -> Option<Result<(u64, u64), Refusal>> {
+    (receipt.result.first() == Some(&POSITIONS_RESULT)).then(|| {
+        u64_at(&receipt.result, 1)
+            .zip(u64_at(&receipt.result, 9))
+            .ok_or_else(|| corrupt("receipt"))
+    })
+}
+
+/// The receipt under a scoped operation ID.
+pub fn receipt(
+    r: &impl Reads,
+    space: SpaceId,
+    kind: ReceiptKind,
+    operation_id: &str,
+) -> Result<Option<Receipt>, Refusal> {
+    r.get(RECEIPT, &receipt_key(space, kind, operation_id))?
+        .map(|bytes| decode_receipt(&bytes))
+        .transpose()
+}
+
+pub fn decode_receipt(bytes: &[u8]) -> Result<Receipt, Refusal> {
     let request_digest = bytes
         .get(..32)
         .and_then(|d| d.try_into().ok())
@@ -392,6 +422,87 @@ pub fn mutation_state(
         head,
         child,
     })
+}
+
+/// An append prepared whole before it reaches the store: its entries,
+/// predicate rows and receipt hold the positions as counter slots, which
+/// the store fills from the space's head when it applies the batch
+/// ("Key-value store" 10 in `docs/design.md`; `docs/journal.md`).
+pub struct AppendBatch<'a> {
+    pub space: SpaceId,
+    pub operation_id: &'a str,
+    pub facts: &'a [Vec<u8>],
+    pub predicates: &'a [[u8; 16]],
+    pub digest: [u8; 32],
+    pub expected_cutoff: Option<u64>,
+    pub max_position: u64,
+}
+
+fn slot(in_key: bool, offset: u32, addend: u64) -> CounterSlot {
+    CounterSlot {
+        in_key,
+        offset,
+        addend,
+    }
+}
+
+impl AppendBatch<'_> {
+    /// Applies the batch in one exchange with the store; answers once it
+    /// and what it read are durable.
+    pub fn apply(self) -> Result<BatchOutcome, Refusal> {
+        let count = self.facts.len() as u64;
+        // Placeholders: the store overwrites every slot.
+        let (first, last) = (0u64, 0u64);
+        let mut writes = Vec::with_capacity(2 * self.facts.len() + 1);
+        for (i, (fact, predicate)) in self.facts.iter().zip(self.predicates).enumerate() {
+            let position = 1 + i as u64;
+            writes.push(SequencedWrite {
+                table: ENTRY.into(),
+                key: concat(&[&self.space.0, &0u64.to_be_bytes()]),
+                value: encode_entry(Origin::Append, first, last, fact),
+                slots: vec![
+                    slot(true, 16, position),
+                    slot(false, 1, 1),
+                    slot(false, 9, count),
+                ],
+            });
+            writes.push(SequencedWrite {
+                table: PREDICATE.into(),
+                key: concat(&[&self.space.0, predicate, &0u64.to_be_bytes()]),
+                value: Vec::new(),
+                slots: vec![slot(true, 32, position)],
+            });
+        }
+        let receipt_key = receipt_key(self.space, ReceiptKind::Append, self.operation_id);
+        let mut receipt = concat(&[&self.digest, &[POSITIONS_RESULT]]);
+        receipt.extend_from_slice(&first.to_be_bytes());
+        receipt.extend_from_slice(&last.to_be_bytes());
+        writes.push(SequencedWrite {
+            table: RECEIPT.into(),
+            key: receipt_key.clone(),
+            value: receipt,
+            slots: vec![slot(false, 33, 1), slot(false, 41, count)],
+        });
+        let batch = SequencedBatch {
+            guard: TableKey {
+                table: RECEIPT.into(),
+                key: receipt_key,
+            },
+            counter: TableKey {
+                table: HEAD.into(),
+                key: self.space.0.to_vec(),
+            },
+            expected: self.expected_cutoff,
+            count,
+            ceiling: self.max_position,
+            writes,
+        };
+        kv::apply_sequenced(&batch).map_err(|e| {
+            no_room(e).unwrap_or_else(|e| {
+                Refusal::Internal(format!("the batch failed; its outcome is uncertain: {e:?}"))
+            })
+        })
+    }
 }
 
 /// The writes of one mutation, sent to the store in one exchange.

@@ -11,6 +11,7 @@
 //! | `GET /kv/get?key=K` | a read transaction: the value, or 404 |
 //! | `POST /kv/increment` | read-modify-write of one counter; answers the new value |
 //! | `POST /kv/two-writers` | opens a second write transaction while one is open |
+//! | `POST /kv/batch-while-writing` | applies a sequenced batch while a write transaction is open |
 //! | `POST /call?key=S&value=T` | sends its body to service S as `POST T` (JSON); answers the peer's status and body, or 502 with the call's error |
 //! | `POST /forward?key=S&value=T` | `call-streaming` of `POST T` to S with its own body forwarded; answers the peer's status and body (read through `response-body`), or 502 |
 //! | `GET /config?key=K` | the service's setting K, or 404 |
@@ -107,6 +108,27 @@ impl Guest for Probe {
                 let _first = kv::begin_write().expect("begin");
                 match kv::begin_write() {
                     Ok(_) => text(200, "second writer opened"),
+                    Err(e) => text(409, &format!("{e:?}")),
+                }
+            }
+            ("POST", "/kv/batch-while-writing") => {
+                let _open = kv::begin_write().expect("begin");
+                let batch = kv::SequencedBatch {
+                    guard: kv::TableKey {
+                        table: TABLE.into(),
+                        key: b"guard".to_vec(),
+                    },
+                    counter: kv::TableKey {
+                        table: TABLE.into(),
+                        key: b"counter".to_vec(),
+                    },
+                    expected: None,
+                    count: 1,
+                    ceiling: u64::MAX,
+                    writes: Vec::new(),
+                };
+                match kv::apply_sequenced(&batch) {
+                    Ok(outcome) => text(200, &format!("{outcome:?}")),
                     Err(e) => text(409, &format!("{e:?}")),
                 }
             }

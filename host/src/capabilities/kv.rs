@@ -2,7 +2,10 @@
 
 use super::RequestState;
 use crate::bindings::kv;
-use crate::kv::{Durability, KvError, Range, ReadTxn, WriteTxn};
+use crate::kv::{
+    BatchOutcome, CounterSlot, Durability, KvError, Range, ReadTxn, SequencedBatch, SequencedWrite,
+    WriteTxn,
+};
 use wasmtime::component::Resource;
 use wasmtime::Result;
 
@@ -13,6 +16,45 @@ fn wit_error(error: KvError) -> kv::KvError {
         KvError::Finished => kv::KvError::Finished,
         KvError::Storage(e) => kv::KvError::Storage(e),
         KvError::Unavailable(e) => kv::KvError::Unavailable(e),
+        e @ KvError::BadBatch(_) => kv::KvError::Storage(e.to_string()),
+    }
+}
+
+fn sequenced_batch(batch: kv::SequencedBatch) -> SequencedBatch {
+    SequencedBatch {
+        guard: (batch.guard.table, batch.guard.key),
+        counter: (batch.counter.table, batch.counter.key),
+        expected: batch.expected,
+        count: batch.count,
+        ceiling: batch.ceiling,
+        writes: batch
+            .writes
+            .into_iter()
+            .map(|w| SequencedWrite {
+                table: w.table,
+                key: w.key,
+                value: w.value,
+                slots: w
+                    .slots
+                    .into_iter()
+                    .map(|s| CounterSlot {
+                        in_key: s.in_key,
+                        offset: s.offset,
+                        addend: s.addend,
+                    })
+                    .collect(),
+            })
+            .collect(),
+    }
+}
+
+fn batch_outcome(outcome: BatchOutcome) -> kv::BatchOutcome {
+    match outcome {
+        BatchOutcome::Applied(base) => kv::BatchOutcome::Applied(base),
+        BatchOutcome::Guarded(value) => kv::BatchOutcome::Guarded(value),
+        BatchOutcome::Mismatch(base) => kv::BatchOutcome::Mismatch(base),
+        BatchOutcome::PastCeiling(base) => kv::BatchOutcome::PastCeiling(base),
+        BatchOutcome::NoCounter => kv::BatchOutcome::NoCounter,
     }
 }
 
@@ -57,6 +99,27 @@ impl kv::Host for RequestState {
             }
             Err(e) => Err(wit_error(e)),
         })
+    }
+
+    async fn apply_sequenced(
+        &mut self,
+        batch: kv::SequencedBatch,
+    ) -> Result<Result<kv::BatchOutcome, kv::KvError>> {
+        // The writer would serve the open transaction first, which waits
+        // on this request: invariant 4 of the store.
+        if self.open_writes > 0 {
+            return Ok(Err(kv::KvError::Storage(
+                "a sequenced batch cannot be applied while the request holds a write transaction"
+                    .into(),
+            )));
+        }
+        Ok(self
+            .env
+            .kv
+            .apply_sequenced(sequenced_batch(batch))
+            .await
+            .map(batch_outcome)
+            .map_err(wit_error))
     }
 }
 

@@ -278,6 +278,24 @@ struct Receipts {
     count: u64,
 }
 
+/// The first octet of an append receipt's result that holds the batch's
+/// positions (`first ‖ last`) rather than its JSON.
+const POSITIONS_RESULT: u8 = 1;
+
+/// The result an append receipt holding only positions answered: the
+/// space and root are those of its key.
+fn positions_result(positions: &[u8], space: Id, root_id: &str) -> Option<Value> {
+    let first = u64::from_be_bytes(positions.get(..8)?.try_into().ok()?);
+    let last = u64::from_be_bytes(positions.get(8..)?.try_into().ok()?);
+    Some(serde_json::json!({
+        "space": {"root_id": root_id, "space_id": space_id(&space)},
+        "first": first,
+        "last": last,
+        "cutoff": last,
+        "replayed": false,
+    }))
+}
+
 fn receipts(
     snapshot: &Snapshot,
     ns: NamespaceDb,
@@ -291,9 +309,12 @@ fn receipts(
         let space = id_at(key, 0);
         let kind = key.get(16);
         let operation = String::from_utf8_lossy(key.get(17..).unwrap_or_default());
-        let result = value
-            .get(32..)
-            .and_then(|r| serde_json::from_slice::<Value>(r).ok());
+        let result = value.get(32..).and_then(|r| match (kind, r) {
+            (Some(b'a'), [POSITIONS_RESULT, positions @ ..]) => {
+                positions_result(positions, space?, &tree.root_id)
+            }
+            _ => serde_json::from_slice::<Value>(r).ok(),
+        });
         let (Some(space), Some(kind), Some(result)) = (space, kind, result) else {
             findings.problem(format!(
                 "journal: the receipt under {} is malformed",

@@ -1,5 +1,8 @@
-//! `create` and `append`: each one write transaction holding the receipt
-//! check, the precondition, the writes and the receipt.
+//! `create` and `append`, each deciding its receipt check, precondition,
+//! writes and receipt against the store's live state in one step: `create`
+//! in one write transaction, `append` as one sequenced batch, prepared
+//! whole before it reaches the store, which fills in its positions from the
+//! space's head ("Key-value store" 10 in `docs/design.md`).
 //!
 //! Receipts: the scope is (space, kind, operation ID); the root is implied,
 //! a store has one. The normalized request is hashed: for `create` the
@@ -18,6 +21,7 @@ use crate::ids::SpaceId;
 use crate::refusal::Refusal;
 use crate::requests::{AppendRequest, CreateRequest, MAX_POSITION};
 use crate::store::{self, Origin, Receipt, ReceiptKind, SpaceRecord, Writes};
+use lab_guest::lab::platform::kv::BatchOutcome;
 use lab_guest::lab::platform::{advances, ids};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -239,78 +243,89 @@ pub fn append(request: AppendRequest) -> Answer {
         "expected_cutoff": request.expected_cutoff,
     });
     let digest = request_digest(&normalized);
-    // Decoded before the transaction, which holds the store's writer.
     let predicates = request
         .facts
         .iter()
         .map(|fact| predicate_of(fact).map(|p| predicate_key(&p)))
         .collect::<Result<Vec<_>, _>>()?;
-
-    let (identity, record) = {
+    let space = request.space.space;
+    let (identity, record, durable_receipt) = {
         let snapshot = store::read()?;
         let identity = identity(&snapshot)?;
         let record = existing_space(&snapshot, &identity, &request.space)?;
-        (identity, record)
+        let receipt = store::receipt(&snapshot, space, ReceiptKind::Append, &request.operation_id)?;
+        (identity, record, receipt)
     };
-    let txn = store::write()?;
-    let decided = decide_append(&txn, &request, &identity, record.path, &predicates, digest);
-    finish(&txn, &identity, decided)
+    let result = |first: u64, last: u64, replayed: bool| {
+        json!({
+            "space": space_ref_json(identity.root, space),
+            "first": first,
+            "last": last,
+            "cutoff": last,
+            "replayed": replayed,
+        })
+    };
+    // A snapshot sees durable commits only: a receipt found there is
+    // answered without the store's writer.
+    if let Some(receipt) = durable_receipt {
+        return replay_append(receipt, &digest, result);
+    }
+    let count = request.facts.len() as u64;
+    let outcome = store::AppendBatch {
+        space,
+        operation_id: &request.operation_id,
+        facts: &request.facts,
+        predicates: &predicates,
+        digest,
+        expected_cutoff: request.expected_cutoff,
+        max_position: MAX_POSITION,
+    }
+    .apply()?;
+    match outcome {
+        BatchOutcome::Applied(before) => {
+            let (first, last) = (before + 1, before + count);
+            announce(
+                &identity,
+                Advanced {
+                    space,
+                    path: record.path,
+                    cutoff: last,
+                },
+            );
+            Ok((201, result(first, last, false)))
+        }
+        BatchOutcome::Guarded(bytes) => {
+            replay_append(store::decode_receipt(&bytes)?, &digest, result)
+        }
+        BatchOutcome::Mismatch(actual) => match request.expected_cutoff {
+            Some(expected) => Err(Refusal::Conflict { expected, actual }),
+            None => Err(Refusal::Internal(
+                "the store answered a mismatch where no cutoff was expected".into(),
+            )),
+        },
+        BatchOutcome::PastCeiling(_) => Err(Refusal::LimitExceeded(
+            "the batch would pass the last position".into(),
+        )),
+        BatchOutcome::NoCounter => Err(Refusal::Internal("a space without a head".into())),
+    }
 }
 
-fn decide_append(
-    txn: &store::WriteTxn,
-    request: &AppendRequest,
-    identity: &store::Identity,
-    path: Vec<String>,
-    predicates: &[[u8; 16]],
-    digest: [u8; 32],
-) -> Result<Decided, Refusal> {
-    let space = request.space.space;
-    let state =
-        store::mutation_state(txn, space, ReceiptKind::Append, &request.operation_id, None)?;
-    if let Some(receipt) = state.receipt {
-        return Ok(Decided::Settled(replay(receipt, &digest)));
+/// An append's stored result again, or a mismatch. Receipts hold the
+/// batch's positions (the store filled them in), or, written before
+/// batches were sequenced by the store, the JSON result itself.
+fn replay_append(
+    receipt: Receipt,
+    digest: &[u8; 32],
+    result: impl FnOnce(u64, u64, bool) -> Value,
+) -> Answer {
+    match store::receipt_positions(&receipt) {
+        None => replay(receipt, digest),
+        Some(_) if receipt.request_digest != *digest => replay(receipt, digest),
+        Some(positions) => {
+            let (first, last) = positions?;
+            Ok((200, result(first, last, true)))
+        }
     }
-    let current = state
-        .head
-        .ok_or_else(|| Refusal::Internal("a space without a head".into()))?;
-    check_expected(request.expected_cutoff, current)?;
-    let first = current + 1;
-    let last = current + request.facts.len() as u64;
-    if last > MAX_POSITION {
-        return Err(Refusal::LimitExceeded(
-            "the batch would pass the last position".into(),
-        ));
-    }
-    let mut writes = Writes::default();
-    for (i, (fact, predicate)) in request.facts.iter().zip(predicates).enumerate() {
-        writes.entry(
-            space,
-            first + i as u64,
-            (Origin::Append, first, last),
-            fact,
-            predicate,
-        );
-    }
-    writes.head(space, last);
-    let result = json!({
-        "space": space_ref_json(identity.root, space),
-        "first": first,
-        "last": last,
-        "cutoff": last,
-        "replayed": false,
-    });
-    let receipt = Receipt {
-        request_digest: digest,
-        result: serde_json::to_vec(&result).expect("JSON serializes"),
-    };
-    writes.receipt(space, ReceiptKind::Append, &request.operation_id, &receipt);
-    let advanced = Advanced {
-        space,
-        path,
-        cutoff: last,
-    };
-    Ok(Decided::Commit(writes, result, advanced))
 }
 
 /// Provisions the hierarchy on the first start: root, root space, instance
