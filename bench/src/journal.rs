@@ -209,12 +209,7 @@ pub enum Part {
 /// Runs the journal measurements of `part` against the service at
 /// `target`; the baselines' environments go under `scratch`, `threads` is
 /// the native server's worker count.
-pub async fn run(
-    target: Target,
-    scratch: PathBuf,
-    threads: usize,
-    part: Part,
-) -> Result<Vec<Row>> {
+pub async fn run(target: Target, scratch: PathBuf, threads: usize, part: Part) -> Result<Vec<Row>> {
     let addr = target.operations;
     let ids = Arc::new(identity(addr).await?);
     let baselines = scratch.join("journal-baselines");
