@@ -321,20 +321,21 @@ fn head_and_noop_rows(label: &str, head: &Load, noop: &Load, empty: &Load) -> Ve
     let rate = |load: &Load| per_second(load.written.batches, load.written.elapsed);
     let (head_rate, noop_rate, empty_rate) = (rate(head), rate(noop), rate(empty));
     let share = head_rate / noop_rate;
-    let cpu_per_request =
-        |load: &Load| load.cpu.as_secs_f64() * 1e6 / load.written.batches.max(1) as f64;
+    let figure = |rate: f64, load: &Load| {
+        let cpu_per_request = load.cpu.as_secs_f64() * 1e6 / load.written.batches.max(1) as f64;
+        format!(
+            "{rate:.0} (cpu: labd {:.2}, bench {:.2}; labd {cpu_per_request:.1} µs CPU/req)",
+            load.cores(load.cpu),
+            load.cores(load.client),
+        )
+    };
     vec![
         Row::new(
             format!(
                 "journal head c={GROUP}, {label}: req/s (n={})",
                 head.written.batches
             ),
-            format!(
-                "{head_rate:.0} (cpu: labd {:.2}, bench {:.2}; labd {:.1} µs CPU/req)",
-                head.cores(head.cpu),
-                head.cores(head.client),
-                cpu_per_request(head)
-            ),
+            figure(head_rate, head),
             format!(
                 "{noop_rate:.0} native hyper no-op (cpu: bench with server {:.2}; n={})",
                 noop.cores(noop.client),
@@ -351,12 +352,7 @@ fn head_and_noop_rows(label: &str, head: &Load, noop: &Load, empty: &Load) -> Ve
                 "  ceiling: journal empty request c={GROUP} (404, no store): req/s (n={})",
                 empty.written.batches
             ),
-            format!(
-                "{empty_rate:.0} (cpu: labd {:.2}, bench {:.2}; labd {:.1} µs CPU/req)",
-                empty.cores(empty.cpu),
-                empty.cores(empty.client),
-                cpu_per_request(empty)
-            ),
+            figure(empty_rate, empty),
             format!("{noop_rate:.0} native hyper no-op"),
             percent(empty_rate / noop_rate),
             format!(

@@ -110,30 +110,32 @@ impl PageJson {
         )
         .expect("writing to a Vec cannot fail");
         out.extend_from_slice(&SpaceTail::new(manifest.scope.root, manifest.scope.space).0);
-        out.extend_from_slice(b",\"spaces\":[");
-        for (i, listed) in manifest.spaces.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            listed_json(out, listed);
-        }
-        out.extend_from_slice(b"]}}");
+        out.extend_from_slice(b",\"spaces\":");
+        array(out, &manifest.spaces, listed_json);
+        out.extend_from_slice(b"}}");
         self.out
     }
 }
 
 /// `{space: {path, root_id, space_id}, through}`.
 fn listed_json(out: &mut Vec<u8>, listed: &Listed) {
-    out.extend_from_slice(b"{\"space\":{\"path\":[");
-    for (i, key) in listed.path.iter().enumerate() {
+    out.extend_from_slice(b"{\"space\":{\"path\":");
+    array(out, &listed.path, |out, key| string(out, key));
+    out.push(b',');
+    out.extend_from_slice(&SpaceTail::new(listed.root, listed.space).0);
+    write!(out, ",\"through\":{}}}", listed.through).expect("writing to a Vec cannot fail");
+}
+
+/// `[item, …]`, each item written by `each`.
+fn array<T>(out: &mut Vec<u8>, items: &[T], each: impl Fn(&mut Vec<u8>, &T)) {
+    out.push(b'[');
+    for (i, item) in items.iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
-        string(out, key);
+        each(out, item);
     }
-    out.extend_from_slice(b"],");
-    out.extend_from_slice(&SpaceTail::new(listed.root, listed.space).0);
-    write!(out, ",\"through\":{}}}", listed.through).expect("writing to a Vec cannot fail");
+    out.push(b']');
 }
 
 /// A JSON string literal as serde_json writes it.
