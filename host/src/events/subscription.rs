@@ -94,13 +94,13 @@ impl Scope {
 
 /// What one subscription had pending, taken from it.
 pub struct Taken {
-    id: String,
     /// The subscription's event frames up to the space (`EventHead`).
     head: Arc<str>,
     hidden: usize,
     events: Vec<(Arc<Named>, u64)>,
-    /// The scope's space, when a `gap` was pending.
-    gap: Option<Journal>,
+    /// The subscription's ID and the scope's space, when a `gap` was
+    /// pending.
+    gap: Option<(String, Journal)>,
 }
 
 impl Taken {
@@ -115,8 +115,8 @@ impl Taken {
             let _ = write!(frame, r#","cutoff":{cutoff}}}}}"#);
             frames.push(frame);
         }
-        if let Some(space) = &self.gap {
-            let id = serde_json::to_string(&self.id).expect("a string serializes");
+        if let Some((id, space)) = &self.gap {
+            let id = serde_json::to_string(id).expect("a string serializes");
             frames.push(format!(
                 r#"{{"subscription":{id},"contract":"{CONTRACT}","gap":{{"space":{}}}}}"#,
                 space_json(space, self.hidden)
@@ -255,13 +255,15 @@ impl Subscription {
         self.at.clear();
         let events = std::mem::take(&mut self.pending);
         self.delivered += events.len() as u64;
-        let gap = std::mem::take(&mut self.gap).then(|| Journal {
-            root_id: self.scope.root_id.clone(),
-            space_id: self.scope.space_id.clone(),
-            path: self.scope.prefix.clone(),
+        let gap = std::mem::take(&mut self.gap).then(|| {
+            let space = Journal {
+                root_id: self.scope.root_id.clone(),
+                space_id: self.scope.space_id.clone(),
+                path: self.scope.prefix.clone(),
+            };
+            (self.id.clone(), space)
         });
         Some(Taken {
-            id: self.id.clone(),
             head: Arc::clone(&self.head),
             hidden: self.scope.hidden as usize,
             events,
@@ -309,15 +311,19 @@ impl Highest {
     /// announced for it so far (and remembers it); none otherwise.
     pub fn advance(&mut self, journal: &Journal, cutoff: u64) -> Option<Arc<Named>> {
         let space_id = journal.space_id.as_str();
-        let known = self
-            .current
-            .get(space_id)
-            .or_else(|| self.previous.get(space_id));
-        if known.is_some_and(|(known, _)| cutoff <= *known) {
-            return None;
+        if let Some((known, named)) = self.current.get_mut(space_id) {
+            if cutoff <= *known {
+                return None;
+            }
+            *known = cutoff;
+            return Some(Arc::clone(named));
         }
-        let named = known.map_or_else(|| Named::new(journal.clone()), |(_, n)| Arc::clone(n));
-        if self.current.len() >= self.capacity && !self.current.contains_key(space_id) {
+        let named = match self.previous.get(space_id) {
+            Some((known, _)) if cutoff <= *known => return None,
+            Some((_, named)) => Arc::clone(named),
+            None => Named::new(journal.clone()),
+        };
+        if self.current.len() >= self.capacity {
             self.previous = std::mem::take(&mut self.current);
         }
         self.current
