@@ -964,14 +964,7 @@ mod tests {
             Ok(BatchOutcome::NoCounter)
         );
         assert_eq!(ns.read().await.unwrap().get("receipt", b"a").unwrap(), None);
-        let mut txn = ns.write().unwrap();
-        txn.commit_with(vec![(
-            "t".into(),
-            b"c".to_vec(),
-            5u64.to_be_bytes().to_vec(),
-        )])
-        .await
-        .unwrap();
+        set_counter(&ns, 5).await;
         let (groups, _) = counts(&ns);
 
         assert_eq!(
@@ -1019,17 +1012,22 @@ mod tests {
         std::fs::remove_dir_all(dir).unwrap();
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn concurrent_batches_on_one_counter_each_draw_their_own_number() {
-        let (dir, ns) = open("sequenced-hot");
+    /// Commits `value` as the counter the batches of these tests draw from.
+    async fn set_counter(ns: &Namespace, value: u64) {
         let mut txn = ns.write().unwrap();
         txn.commit_with(vec![(
             "t".into(),
             b"c".to_vec(),
-            0u64.to_be_bytes().to_vec(),
+            value.to_be_bytes().to_vec(),
         )])
         .await
         .unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_batches_on_one_counter_each_draw_their_own_number() {
+        let (dir, ns) = open("sequenced-hot");
+        set_counter(&ns, 0).await;
         let (groups, _) = counts(&ns);
         let tasks: Vec<_> = (0..64)
             .map(|i| {
