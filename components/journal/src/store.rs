@@ -219,8 +219,8 @@ fn decode_entry(mut bytes: Vec<u8>) -> Option<EntryRecord> {
         1 => Origin::Create,
         _ => return None,
     };
-    let first = u64_at(&bytes, 1)?;
-    let last = u64_at(&bytes, 9)?;
+    let first = u64_at(&bytes, ENTRY_FIRST_AT)?;
+    let last = u64_at(&bytes, ENTRY_LAST_AT)?;
     bytes.drain(..17);
     Some(EntryRecord {
         origin,
@@ -343,8 +343,8 @@ const POSITIONS_RESULT: u8 = 1;
 /// than a JSON result.
 pub fn receipt_positions(receipt: &Receipt) -> Option<Result<(u64, u64), Refusal>> {
     (receipt.result.first() == Some(&POSITIONS_RESULT)).then(|| {
-        u64_at(&receipt.result, 1)
-            .zip(u64_at(&receipt.result, 9))
+        u64_at(&receipt.result, RESULT_FIRST_AT)
+            .zip(u64_at(&receipt.result, RESULT_LAST_AT))
             .ok_or_else(|| corrupt("receipt"))
     })
 }
@@ -363,12 +363,12 @@ pub fn receipt(
 
 pub fn decode_receipt(bytes: &[u8]) -> Result<Receipt, Refusal> {
     let request_digest = bytes
-        .get(..32)
+        .get(..DIGEST_BYTES)
         .and_then(|d| d.try_into().ok())
         .ok_or_else(|| corrupt("receipt"))?;
     Ok(Receipt {
         request_digest,
-        result: bytes[32..].to_vec(),
+        result: bytes[DIGEST_BYTES..].to_vec(),
     })
 }
 
@@ -438,12 +438,29 @@ pub struct AppendBatch<'a> {
     pub max_position: u64,
 }
 
-fn slot(in_key: bool, offset: u32, addend: u64) -> CounterSlot {
+/// Where `first` and `last` lie in an entry's value (`origin ‖ first ‖
+/// last ‖ fact`, [`encode_entry`]).
+const ENTRY_FIRST_AT: usize = 1;
+const ENTRY_LAST_AT: usize = 9;
+/// Where they lie in a positions result (`POSITIONS_RESULT ‖ first ‖
+/// last`), and in a receipt's value, which the request digest precedes.
+const RESULT_FIRST_AT: usize = 1;
+const RESULT_LAST_AT: usize = 9;
+const DIGEST_BYTES: usize = 32;
+
+/// The slot at `offset` of a row's key (`in_key`) or value, filled with
+/// the head plus `addend`.
+fn slot(in_key: bool, offset: usize, addend: u64) -> CounterSlot {
     CounterSlot {
         in_key,
-        offset,
+        offset: offset as u32,
         addend,
     }
+}
+
+/// Where the position ending an entry or index key starts.
+fn position_in(key: &[u8]) -> usize {
+    key.len() - 8
 }
 
 impl AppendBatch<'_> {
@@ -451,38 +468,46 @@ impl AppendBatch<'_> {
     /// and what it read are durable.
     pub fn apply(self) -> Result<BatchOutcome, Refusal> {
         let count = self.facts.len() as u64;
-        // Placeholders: the store overwrites every slot.
-        let (first, last) = (0u64, 0u64);
-        let mut writes = Vec::with_capacity(2 * self.facts.len() + 1);
-        for (i, (fact, predicate)) in self.facts.iter().zip(self.predicates).enumerate() {
-            let position = 1 + i as u64;
-            writes.push(SequencedWrite {
-                table: ENTRY.into(),
-                key: concat(&[&self.space.0, &0u64.to_be_bytes()]),
-                value: encode_entry(Origin::Append, first, last, fact),
-                slots: vec![
-                    slot(true, 16, position),
-                    slot(false, 1, 1),
-                    slot(false, 9, count),
-                ],
-            });
-            writes.push(SequencedWrite {
-                table: PREDICATE.into(),
-                key: concat(&[&self.space.0, predicate, &0u64.to_be_bytes()]),
-                value: Vec::new(),
-                slots: vec![slot(true, 32, position)],
-            });
+        // The rows as `Writes` lays them out, every position 0: the store
+        // fills each slot from the head before it writes.
+        let mut rows = Writes::default();
+        for (fact, predicate) in self.facts.iter().zip(self.predicates) {
+            rows.entry(self.space, 0, (Origin::Append, 0, 0), fact, predicate);
         }
-        let receipt_key = receipt_key(self.space, ReceiptKind::Append, self.operation_id);
-        let mut receipt = concat(&[&self.digest, &[POSITIONS_RESULT]]);
-        receipt.extend_from_slice(&first.to_be_bytes());
-        receipt.extend_from_slice(&last.to_be_bytes());
-        writes.push(SequencedWrite {
-            table: RECEIPT.into(),
-            key: receipt_key.clone(),
-            value: receipt,
-            slots: vec![slot(false, 33, 1), slot(false, 41, count)],
-        });
+        let receipt = Receipt {
+            request_digest: self.digest,
+            result: concat(&[&[POSITIONS_RESULT], &[0; 16]]),
+        };
+        rows.receipt(self.space, ReceiptKind::Append, self.operation_id, &receipt);
+        let writes: Vec<SequencedWrite> = rows
+            .0
+            .into_iter()
+            .enumerate()
+            .map(|(i, row)| {
+                // Entry and index rows alternate, one pair per fact; the
+                // receipt is last.
+                let position = 1 + (i / 2) as u64;
+                let slots = match row.table.as_str() {
+                    ENTRY => vec![
+                        slot(true, position_in(&row.key), position),
+                        slot(false, ENTRY_FIRST_AT, 1),
+                        slot(false, ENTRY_LAST_AT, count),
+                    ],
+                    PREDICATE => vec![slot(true, position_in(&row.key), position)],
+                    _ => vec![
+                        slot(false, DIGEST_BYTES + RESULT_FIRST_AT, 1),
+                        slot(false, DIGEST_BYTES + RESULT_LAST_AT, count),
+                    ],
+                };
+                SequencedWrite {
+                    table: row.table,
+                    key: row.key,
+                    value: row.value,
+                    slots,
+                }
+            })
+            .collect();
+        let receipt_key = writes.last().expect("the receipt").key.clone();
         let batch = SequencedBatch {
             guard: TableKey {
                 table: RECEIPT.into(),
