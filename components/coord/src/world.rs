@@ -61,6 +61,13 @@ impl Settings {
         self.issuer_seed.as_ref().map(SigningKey::from_bytes)
     }
 
+    /// The issuer key when it is the world's root key, the only key the
+    /// service signs grants, admissions and attestations in the root's
+    /// name with.
+    pub fn root_signer(&self) -> Option<SigningKey> {
+        self.issuer().filter(|key| Principal::of(key) == self.root)
+    }
+
     /// The verifier of this world, checking signatures in the host's
     /// native code.
     pub fn verifier(&self) -> Verifier {

@@ -32,7 +32,7 @@ use crate::world::{ensure_child, setup_operation_id, Settings, World};
 use crate::{Call, Reply};
 use base64::Engine as _;
 use lab_coord_auth::dsse::{sign_envelope, IN_TOTO_PAYLOAD_TYPE};
-use lab_coord_auth::{canonical_json, Principal, SigningKey};
+use lab_coord_auth::{canonical_json, SigningKey};
 use lab_guest::lab::platform::{clock, config, kv, tools as sandbox};
 use serde_json::{json, Value};
 
@@ -332,15 +332,11 @@ fn content_at(space: &Space, position: u64, head: u64) -> Result<Option<Artifact
 
 /// The world's root key, which signs attestations.
 fn root_key(call: &Call<'_>) -> Result<SigningKey, Refusal> {
-    call.settings
-        .issuer()
-        .filter(|key| Principal::of(key) == call.settings.root)
-        .ok_or_else(|| {
-            Refusal::Unavailable(
-                "this deployment has no key to sign attestations with (the world's root key)"
-                    .into(),
-            )
-        })
+    call.settings.root_signer().ok_or_else(|| {
+        Refusal::Unavailable(
+            "this deployment has no key to sign attestations with (the world's root key)".into(),
+        )
+    })
 }
 
 fn retain(bytes: Vec<u8>) -> Result<Hash, Refusal> {

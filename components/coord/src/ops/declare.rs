@@ -200,15 +200,11 @@ pub fn declare(call: &mut Call<'_>, request: DeclareRequest) -> Result<Reply, Re
     }
     check_relations(statement, &space, &publisher)?;
     // 6. The root's signing key.
-    let root = call
-        .settings
-        .issuer()
-        .filter(|key| Principal::of(key) == call.settings.root)
-        .ok_or_else(|| {
-            Refusal::Unavailable(
-                "this deployment has no key to sign admissions with (the world's root key)".into(),
-            )
-        })?;
+    let root = call.settings.root_signer().ok_or_else(|| {
+        Refusal::Unavailable(
+            "this deployment has no key to sign admissions with (the world's root key)".into(),
+        )
+    })?;
     // 7. Replay, else build, retain and append.
     let id = assertion_id(&publisher, &request.operation_id, &artifact);
     let statement_json = statement.canonical();

@@ -233,11 +233,7 @@ pub fn provision_worker(
     for permission in &request.permissions {
         covered_by_provisioner(call, &permission.path, request.valid_until)?;
     }
-    let issuer = call
-        .settings
-        .issuer()
-        .filter(|key| Principal::of(key) == call.settings.root);
-    let Some(issuer) = issuer else {
+    let Some(issuer) = call.settings.root_signer() else {
         return Err(Refusal::Unavailable(
             "this deployment has no key to issue grants with (the world's root key)".into(),
         ));
