@@ -509,6 +509,83 @@ fn the_authentication_matrix() {
     denied(coord.send(&reader, &unknown));
 }
 
+/// The coordination service's value of metric `name` (labelled by the
+/// service alone).
+fn coord_metric(labd: &Labd, name: &str) -> u64 {
+    let text = String::from_utf8(labd.coord_management().get("/metrics").body).unwrap();
+    let prefix = format!("{name}{{service=\"coord\"}} ");
+    text.lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("no {name} in the metrics:\n{text}"))
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn a_replay_across_a_component_reload_is_refused() {
+    let files = SwapFiles::new("coord");
+    let labd = Labd::start("coord-replay-reload", &["--coord-component", files.arg()]);
+    let coord = Coord::new(&labd);
+    let admin = coord.admin();
+    let req = Req::read("children");
+    let header = coord.header(&admin, &req, now(), &nonce());
+    assert_eq!(coord.send_with_header(&req, Some(&header)).status, 200);
+    let ahead = coord.header(&admin, &req, now() + 120, &nonce());
+    assert_eq!(coord.send_with_header(&req, Some(&ahead)).status, 200);
+    files.swap(labd.coord_management());
+    // The reload kept both pairs: the one kept in memory alone, and the
+    // one from a clock ahead.
+    coord
+        .send_with_header(&req, Some(&header))
+        .assert_error(401, "unverified");
+    coord
+        .send_with_header(&req, Some(&ahead))
+        .assert_error(401, "unverified");
+    // The reload refuses nothing signed since the start.
+    assert_eq!(coord.send(&admin, &req).status, 200);
+}
+
+#[test]
+fn a_full_replay_table_remembers_pairs_in_the_store() {
+    let labd = Labd::start("coord-replay-full", &["--replay-table-pairs", "2"]);
+    let coord = Coord::new(&labd);
+    let admin = coord.admin();
+    let req = Req::read("children");
+    assert_eq!(coord_metric(&labd, "lab_replay_table_bound"), 2);
+    let headers: Vec<String> = (0..4)
+        .map(|_| coord.header(&admin, &req, now(), &nonce()))
+        .collect();
+    for header in &headers {
+        assert_eq!(coord.send_with_header(&req, Some(header)).status, 200);
+    }
+    // The table held its bound, and the pairs past it were left to the
+    // store.
+    assert_eq!(coord_metric(&labd, "lab_replay_table_pairs"), 2);
+    assert!(coord_metric(&labd, "lab_replay_table_full_total") >= 2);
+    // Every pair is refused again, the ones kept in the table and the ones
+    // in the store alike.
+    for header in &headers {
+        coord
+            .send_with_header(&req, Some(header))
+            .assert_error(401, "unverified");
+    }
+    // A proof from a clock ahead, left to the store by the full table, is
+    // refused after a restart too (the start rule does not cover it).
+    let full_before = coord_metric(&labd, "lab_replay_table_full_total");
+    let ahead = coord.header(&admin, &req, now() + 120, &nonce());
+    assert_eq!(coord.send_with_header(&req, Some(&ahead)).status, 200);
+    assert_eq!(
+        coord_metric(&labd, "lab_replay_table_full_total"),
+        full_before + 1
+    );
+    let labd = labd.kill_and_restart();
+    let coord = Coord::new(&labd);
+    coord
+        .send_with_header(&req, Some(&ahead))
+        .assert_error(401, "unverified");
+    assert_eq!(coord.send(&admin, &req).status, 200);
+}
+
 fn entries_of(coord: &Coord, who: &Holder, path: &str) -> Vec<Value> {
     let page = coord.ok(who, &Req::read("entries").path(path).int("limit", 128), 200);
     assert!(page.get("next_after").is_none());

@@ -128,6 +128,8 @@ pub struct Target {
     pub operations: SocketAddr,
     /// The journal service's operations listener.
     pub journal: SocketAddr,
+    /// The bytes service's operations listener.
+    pub bytes: SocketAddr,
     /// labd's process id: its CPU time is read from /proc.
     pub pid: u32,
     /// labd's `--data-dir`, which holds the development root key.
@@ -582,6 +584,8 @@ pub async fn run(target: Target, threads: usize, paths_only: bool) -> Result<Vec
         rows.push(row);
         publishes.push((clients, publish));
     }
+    progress("coord: publish against its parts, c=16");
+    rows.push(bench.publish_parts(16).await?.row());
     let mut reads = Vec::new();
     for clients in CLIENTS {
         progress(&format!("coord: entries, c={clients}"));
@@ -600,8 +604,7 @@ pub async fn run(target: Target, threads: usize, paths_only: bool) -> Result<Vec
         reads.push((clients, entries));
     }
     // The ceiling under both targets: a signed request that calls no other
-    // service (authentication, the replay cache's write, a remembered
-    // path).
+    // service (authentication, the replay cache, a remembered path).
     progress("coord: entries against a signed resolve, c=16");
     let (entries, resolve) = bench
         .compare_signed(Kind::Entries, Kind::Resolve, 16)
@@ -847,6 +850,109 @@ impl Bench {
             );
         }
         Ok((figure, baseline))
+    }
+
+    /// A signed `publish` and, in the same rounds, each operation it is
+    /// made of measured alone with the same clients: a signed `resolve`
+    /// (authentication, an instance, the store's reads), its recovery
+    /// search (the same filtered journal read, for an identity the leaf
+    /// does not hold), the bytes put of its payload and the journal append.
+    async fn publish_parts(&self, clients: usize) -> Result<PublishParts> {
+        let time = ROW_TIME / ROUNDS;
+        let warm = self.load(
+            self.signing_feeds(Kind::Publish, clients),
+            WARMUP,
+            Kind::Publish,
+            true,
+        );
+        let mut rates = [warm.await?.per_second(), 0.0];
+        rates[1] = self
+            .load(
+                self.signing_feeds(Kind::Resolve, clients),
+                WARMUP,
+                Kind::Resolve,
+                true,
+            )
+            .await?
+            .per_second();
+        let mut parts = PublishParts::default();
+        for _ in 0..ROUNDS {
+            for (i, kind) in [Kind::Publish, Kind::Resolve].into_iter().enumerate() {
+                let feeds = self.signed_feeds(kind, clients, supply(rates[i], time, clients))?;
+                let load = self.load(feeds, time, kind, true).await?;
+                rates[i] = rates[i].max(load.per_second());
+                [&mut parts.publish, &mut parts.resolve][i].add(&load);
+            }
+            parts.search.add(&self.load_searches(clients, time).await?);
+            parts.put.add(&self.load_puts(clients, time).await?);
+            parts.append.add(
+                &self
+                    .load(
+                        self.journal_feeds(Kind::Publish, clients),
+                        time,
+                        Kind::Publish,
+                        false,
+                    )
+                    .await?,
+            );
+        }
+        Ok(parts)
+    }
+
+    /// Unsigned journal reads of the leaves filtered as a publish's
+    /// recovery search filters them (`components/coord/src/ops/publish.rs`,
+    /// `search`): records whose request identity (argument 4) is one no
+    /// record carries, so every page is empty, for `time`.
+    async fn load_searches(&self, clients: usize, time: Duration) -> Result<Load> {
+        let (run, addr) = (self.next_run(), self.target.journal);
+        let spaces = Arc::clone(&self.leaves);
+        let predicate = journal::base64(&lab_values::Value::label("record").to_bytes());
+        let build: Arc<Build> = Arc::new(move |client, n| {
+            let space = &spaces[(client + n as usize * clients) % spaces.len()];
+            let identity = sha256_name(format!("r{run}-c{client}-{n}").as_bytes());
+            let identity = identity.replace("sha256:", "req_");
+            let equals = journal::base64(&lab_values::Value::text(identity).to_bytes());
+            Ok(journal_request(
+                addr,
+                "read",
+                &format!(
+                    r#"{{"space":{space},"after":0,"limit":128,"filter":{{"predicate":"{predicate}","arguments":[{{"index":4,"equals":"{equals}"}}],"origin":"append"}}}}"#
+                ),
+            ))
+        });
+        let feeds = (0..clients)
+            .map(|_| Feed::Built(Arc::clone(&build)))
+            .collect();
+        load(addr, self.target.pid, feeds, time, 200, |answer| {
+            ensure!(
+                answer["entries"].as_array().is_some_and(Vec::is_empty)
+                    && answer["next_after"].is_null(),
+                "a recovery search answered {answer}"
+            );
+            Ok(())
+        })
+        .await
+    }
+
+    /// Unsigned bytes puts of a publish's payloads (a record's canonical
+    /// JSON, `{"n":<n>}` as `Call::publish` builds it) for `time`.
+    async fn load_puts(&self, clients: usize, time: Duration) -> Result<Load> {
+        let addr = self.target.bytes;
+        let build: Arc<Build> = Arc::new(move |_, n| {
+            let payload = format!(r#"{{"n":{n}}}"#);
+            let mut bytes =
+                client::post_head(addr, "/v1/blobs", "application/octet-stream", payload.len());
+            bytes.extend_from_slice(payload.as_bytes());
+            Ok(bytes)
+        });
+        let feeds = (0..clients)
+            .map(|_| Feed::Built(Arc::clone(&build)))
+            .collect();
+        load(addr, self.target.pid, feeds, time, 200, |answer| {
+            ensure!(answer["name"].is_string(), "put answered {answer}");
+            Ok(())
+        })
+        .await
     }
 
     /// Two signed figures in alternating rounds after one warm-up each:
@@ -1369,6 +1475,61 @@ fn load_row(what: &str, figure: &Load, baseline: &Load, baseline_what: &str) -> 
         percent(figure.per_second() / baseline.per_second()),
         "-".into(),
     )
+}
+
+/// A publish and the operations it is made of, each measured alone.
+#[derive(Default)]
+struct PublishParts {
+    publish: Load,
+    resolve: Load,
+    search: Load,
+    put: Load,
+    append: Load,
+}
+
+impl PublishParts {
+    /// The publish against the rate at which its parts, run one after the
+    /// other, could follow each other: the ceiling of a publish that does
+    /// what it does today through these operations. Under it, the nearest
+    /// target to the publish target (40% of the append) is 40% of the
+    /// ceiling.
+    fn row(&self) -> Row {
+        let parts = [&self.resolve, &self.search, &self.put, &self.append];
+        let us: f64 = parts.iter().map(|p| 1e6 / p.per_second()).sum();
+        let cpu: f64 = parts.iter().map(|p| p.labd_us()).sum();
+        let ceiling = 1e6 / us;
+        let publish = self.publish.per_second();
+        let reachable = ceiling >= 0.40 * self.append.per_second();
+        Row::new(
+            format!(
+                "  ceiling: coord publish c=16 against its parts, each alone: req/s (n={})",
+                self.publish.requests
+            ),
+            format!(
+                "{publish:.0} ({:.0} µs/req; labd {:.0} µs CPU/req)",
+                1e6 / publish,
+                self.publish.labd_us()
+            ),
+            format!(
+                "{ceiling:.0} = 1/({us:.0} µs: signed resolve {:.0}/s + recovery search {:.0}/s \
+                 + bytes put {:.0}/s + journal append {:.0}/s; labd {cpu:.0} µs CPU); \
+                 {} of the append",
+                self.resolve.per_second(),
+                self.search.per_second(),
+                self.put.per_second(),
+                self.append.per_second(),
+                percent(ceiling / self.append.per_second()),
+            ),
+            percent(publish / ceiling),
+            verdict(
+                &format!(
+                    ">= 40% of the ceiling (40% of the append reachable under it: {})",
+                    if reachable { "yes" } else { "no" }
+                ),
+                publish >= 0.40 * ceiling,
+            ),
+        )
+    }
 }
 
 /// The verifier's costs on one core, in µs.

@@ -142,6 +142,7 @@ fn main() -> Result<()> {
             coord::Target {
                 operations: labd.coord,
                 journal: labd.journal,
+                bytes: labd.operations,
                 pid: labd.pid(),
                 data_dir: labd.data_dir.clone(),
             },
@@ -173,6 +174,7 @@ fn main() -> Result<()> {
                 let target = coord::Target {
                     operations: coord.operations,
                     journal: coord.journal,
+                    bytes: coord.bytes,
                     pid: coord.pid,
                     data_dir: coord.data_dir.clone(),
                 };

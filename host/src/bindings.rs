@@ -22,7 +22,7 @@ pub use generated::exports::lab::platform::handler::{
     BodyPart, Request as WitRequest, Response as WitResponse, ServiceIdentity,
 };
 pub use generated::lab::platform::{
-    advances, blobs, body, clock, config, crypto, ids, kv, log, runtime, services, subscriptions,
-    tools, types,
+    advances, blobs, body, clock, config, crypto, ids, kv, log, replay, runtime, services,
+    subscriptions, tools, types,
 };
 pub use generated::{Service, ServiceIndices, ServicePre};

@@ -2,8 +2,8 @@
 //! start (and at hot swap), never per request.
 
 use crate::bindings::{
-    advances, blobs, body, clock, config, crypto, ids, kv, log, runtime, services, subscriptions,
-    tools, types, ServicePre,
+    advances, blobs, body, clock, config, crypto, ids, kv, log, replay, runtime, services,
+    subscriptions, tools, types, ServicePre,
 };
 use crate::capabilities::RequestState;
 use lab_tool_runner::compile::load_or_compile;
@@ -58,6 +58,7 @@ pub fn linker(engine: &Engine) -> Result<Linker<RequestState>> {
     runtime::add_to_linker::<_, Own>(&mut linker, |s| s)?;
     config::add_to_linker::<_, Own>(&mut linker, |s| s)?;
     crypto::add_to_linker::<_, Own>(&mut linker, |s| s)?;
+    replay::add_to_linker::<_, Own>(&mut linker, |s| s)?;
     services::add_to_linker::<_, Own>(&mut linker, |s| s)?;
     tools::add_to_linker::<_, Own>(&mut linker, |s| s)?;
     advances::add_to_linker::<_, Own>(&mut linker, |s| s)?;

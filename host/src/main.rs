@@ -48,6 +48,7 @@ mod metrics;
 mod parts;
 mod relay;
 mod remote;
+mod replay;
 mod server;
 mod service;
 mod settings;
@@ -246,6 +247,7 @@ async fn run(settings: Settings) -> Result<()> {
             blobs: Arc::clone(&blobs),
             blob_cap: settings.blob_cap,
             kv: namespace,
+            replay: Arc::new(replay::ReplayTable::new(settings.replay_table_pairs)),
             storage: Arc::clone(&storage),
             peers: Arc::clone(&peers),
             config: Arc::new(config),

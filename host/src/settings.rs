@@ -264,6 +264,13 @@ pub struct Settings {
     #[arg(long, env = "LAB_MAX_CALL_ANSWER_BYTES", default_value_t = 64 << 20)]
     pub max_call_answer_bytes: u64,
 
+    /// Signed requests' (principal, nonce) pairs one service keeps in
+    /// memory (about 200 bytes each) until they expire; past it a pair is
+    /// remembered with a write to the service's store instead
+    /// (contracts/coordination/AUTH.md, section 4).
+    #[arg(long, env = "LAB_REPLAY_TABLE_PAIRS", default_value_t = 262_144)]
+    pub replay_table_pairs: usize,
+
     /// Milliseconds of WebAssembly compute one request may use (waiting on
     /// the network or the disk does not count); past it the request is a
     /// 500 `internal` and its instance is discarded.

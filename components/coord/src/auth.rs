@@ -1,13 +1,13 @@
 //! Authentication and authorization of one request, over the pure
-//! `lab-coord-auth` library: the clock is the host's and the replay cache
-//! is kept in the store, so a restart does not forget a nonce.
+//! `lab-coord-auth` library: the clock is the host's, and the replay cache
+//! is the host's replay table backed by the store ([`StoredReplayCache`]).
 
 use crate::refusal::Refusal;
 use crate::world::Settings;
 use lab_coord_auth::{
     AuthError, Authorization, Carriage, GrantKind, Principal, ReplayCache, RequestFacts,
 };
-use lab_guest::lab::platform::{clock, config, kv};
+use lab_guest::lab::platform::{clock, config, kv, replay};
 
 /// `principal ‖ 0x00 ‖ nonce` → expiry (8 bytes, big-endian).
 const PAIRS: &str = "replay";
@@ -28,19 +28,70 @@ const PRUNE_PER_INSERT: u32 = 4;
 /// it are refused (see [`StoredReplayCache`]).
 const BOOT: (&str, &[u8]) = ("boot", b"started-at");
 
-/// The persistent replay cache.
+/// The replay cache: the host's replay table, backed by the store.
 ///
 /// Invariant: no (principal, nonce) pair is accepted twice, across
-/// restarts too. A pair whose proof is timestamped at or before the
-/// service's clock is remembered with a detached commit (no wait for the
-/// disk): a crash may lose it, but every pair a crash can lose has a
-/// timestamp at or before the crash, and after a restart proofs
-/// timestamped at or before the restart ([`record_start`]) are refused. A
-/// proof from the future (a client clock ahead) is remembered durably
-/// before it is accepted, since the restart rule does not cover it.
+/// reloads and restarts too. Every pair is first inserted in the host's
+/// table (`replay`), which outlives reloads, not restarts. A pair whose
+/// proof is timestamped at or before the service's clock is then kept
+/// there alone: a restart loses it, but every pair it loses has a
+/// timestamp at or before the restart, and proofs timestamped at or
+/// before the recorded start ([`record_start`]) are refused. Pairs the
+/// restart rule does not cover are remembered durably in the store
+/// before they are accepted: a proof from the future (a client clock
+/// ahead), and a pair the table had no room for. A pair the table inserts
+/// is looked up in the store too, so one remembered there before is
+/// refused.
+///
+/// Of two requests racing with one pair, where the table had no room for
+/// the first: the first commits the pair durably, then finds it in the
+/// table if the second inserted it meanwhile, and is refused; the second
+/// inserted before it read the store, so its snapshot shows the pair
+/// whenever the first's commit returned before that check.
 struct StoredReplayCache {
     now: u64,
-    started_at: u64,
+}
+
+impl StoredReplayCache {
+    /// Remembers `pair` in the store (checked and written in one write
+    /// transaction); false when the store holds it already. `durable`:
+    /// answered once the commit is synced, and visible to every snapshot
+    /// taken after.
+    fn remember_in_store(&self, pair: &[u8], expires_at: u64) -> Result<bool, kv::KvError> {
+        let txn = kv::begin_write()?;
+        if txn.get(PAIRS, pair)?.is_some() {
+            txn.abort();
+            return Ok(false);
+        }
+        let expired = txn.scan(
+            EXPIRY,
+            &kv::Range {
+                start: Vec::new(),
+                end: Some(self.now.to_be_bytes().to_vec()),
+                reverse: false,
+                limit: PRUNE_PER_INSERT,
+            },
+        )?;
+        for entry in expired {
+            txn.delete(EXPIRY, &entry.key)?;
+            txn.delete(PAIRS, &entry.key[8..])?;
+        }
+        let mut by_expiry = expires_at.to_be_bytes().to_vec();
+        by_expiry.extend_from_slice(pair);
+        txn.commit_with(&[
+            kv::TableWrite {
+                table: PAIRS.into(),
+                key: pair.to_vec(),
+                value: expires_at.to_be_bytes().to_vec(),
+            },
+            kv::TableWrite {
+                table: EXPIRY.into(),
+                key: by_expiry,
+                value: Vec::new(),
+            },
+        ])?;
+        Ok(true)
+    }
 }
 
 impl ReplayCache for StoredReplayCache {
@@ -52,59 +103,48 @@ impl ReplayCache for StoredReplayCache {
         nonce: &str,
         expires_at: u64,
     ) -> Result<bool, String> {
-        let fail = |e: kv::KvError| match e {
+        let store = |e: kv::KvError| match e {
             // No room: the host's message says what is short.
             kv::KvError::Unavailable(why) => format!("replay cache: {why}"),
             e => format!("replay cache: {e:?}"),
         };
+        let table = |why: String| format!("replay table: {why}");
         let timestamp = expires_at.saturating_sub(lab_coord_auth::REPLAY_RETENTION_SECONDS);
-        if timestamp <= self.started_at {
-            // Signed before this start: its pair may have been lost.
-            return Ok(false);
-        }
         let mut pair = principal.as_bytes().to_vec();
         pair.push(0);
         pair.extend_from_slice(nonce.as_bytes());
-        let txn = kv::begin_write().map_err(fail)?;
-        if txn.get(PAIRS, &pair).map_err(fail)?.is_some() {
-            txn.abort();
-            return Ok(false);
+        match replay::check_and_insert(&pair, expires_at).map_err(table)? {
+            replay::InsertOutcome::Present => Ok(false),
+            replay::InsertOutcome::Inserted => {
+                // One snapshot, taken after the insert: the recorded start
+                // and the pairs remembered in the store.
+                let txn = kv::begin_read().map_err(store)?;
+                let started_at = started_at_in(&txn).map_err(|r| r.message())?;
+                if timestamp <= started_at {
+                    // Signed before this start: its pair may have been lost.
+                    return Ok(false);
+                }
+                if txn.get(PAIRS, &pair).map_err(store)?.is_some() {
+                    return Ok(false);
+                }
+                drop(txn);
+                if timestamp > self.now {
+                    return self.remember_in_store(&pair, expires_at).map_err(store);
+                }
+                Ok(true)
+            }
+            replay::InsertOutcome::Full => {
+                let started_at = started_at().map_err(|r| r.message())?;
+                if timestamp <= started_at {
+                    return Ok(false);
+                }
+                if !self.remember_in_store(&pair, expires_at).map_err(store)? {
+                    return Ok(false);
+                }
+                // Inserted in the table by a racing request meanwhile.
+                Ok(!replay::contains(&pair).map_err(table)?)
+            }
         }
-        let expired = txn
-            .scan(
-                EXPIRY,
-                &kv::Range {
-                    start: Vec::new(),
-                    end: Some(self.now.to_be_bytes().to_vec()),
-                    reverse: false,
-                    limit: PRUNE_PER_INSERT,
-                },
-            )
-            .map_err(fail)?;
-        for entry in expired {
-            txn.delete(EXPIRY, &entry.key).map_err(fail)?;
-            txn.delete(PAIRS, &entry.key[8..]).map_err(fail)?;
-        }
-        let mut by_expiry = expires_at.to_be_bytes().to_vec();
-        by_expiry.extend_from_slice(&pair);
-        let writes = [
-            kv::TableWrite {
-                table: PAIRS.into(),
-                key: pair,
-                value: expires_at.to_be_bytes().to_vec(),
-            },
-            kv::TableWrite {
-                table: EXPIRY.into(),
-                key: by_expiry,
-                value: Vec::new(),
-            },
-        ];
-        if timestamp <= self.now {
-            txn.commit_detached(&writes).map_err(fail)?;
-        } else {
-            txn.commit_with(&writes).map_err(fail)?;
-        }
-        Ok(true)
     }
 }
 
@@ -153,7 +193,12 @@ pub fn record_start() -> Result<(), String> {
 
 /// The second the running service started at (recorded by `prepare`).
 pub fn started_at() -> Result<u64, Refusal> {
-    let stored = kv::begin_read().and_then(|txn| txn.get(BOOT.0, BOOT.1))?;
+    started_at_in(&kv::begin_read()?)
+}
+
+/// The recorded start, as `txn` sees it.
+fn started_at_in(txn: &kv::ReadTxn) -> Result<u64, Refusal> {
+    let stored = txn.get(BOOT.0, BOOT.1)?;
     let bytes: [u8; 8] = stored
         .and_then(|b| b.try_into().ok())
         .ok_or_else(|| Refusal::Unavailable("the service's start is not recorded".into()))?;
@@ -167,10 +212,7 @@ pub fn authenticate(
     request: &RequestFacts<'_>,
 ) -> Result<Principal, Refusal> {
     let now = now();
-    let mut cache = StoredReplayCache {
-        now,
-        started_at: started_at()?,
-    };
+    let mut cache = StoredReplayCache { now };
     settings
         .verifier()
         .authenticate(carriage, request, now, &mut cache)

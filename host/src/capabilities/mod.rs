@@ -10,6 +10,7 @@ mod config;
 mod crypto;
 mod events;
 mod kv;
+mod replay;
 mod services;
 mod tools;
 
@@ -30,6 +31,8 @@ pub struct ServiceEnv {
     pub blob_cap: u64,
     /// The service's key-value namespace.
     pub kv: crate::kv::Namespace,
+    /// The service's replay table (`replay`): kept across reloads.
+    pub replay: Arc<crate::replay::ReplayTable>,
     /// The deployment's storage headroom and totals (shared by every
     /// service).
     pub storage: Arc<crate::storage::Storage>,

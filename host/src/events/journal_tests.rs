@@ -46,6 +46,7 @@ pub(super) async fn journal(feed: Arc<Feed>) -> (Arc<Service>, Arc<crate::kv::Kv
         blobs,
         blob_cap: 1 << 20,
         kv: namespaces.remove(0),
+        replay: Arc::new(crate::replay::ReplayTable::new(16)),
         storage: Arc::new(storage),
         peers: Arc::new(Peers::default()),
         config: Arc::new(ServiceConfig::new([(
