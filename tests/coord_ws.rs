@@ -688,3 +688,63 @@ fn a_client_that_does_not_read_is_closed_after_the_reply_timeout() {
         assert!(metrics.contains(line), "{line} in\n{metrics}");
     }
 }
+
+/// A connection remembers the grant signatures its calls had verified
+/// (design.md, "Sockets" 9): the remembered signature vouches for its
+/// exact grant only, never for a grant altered around it.
+#[test]
+fn a_grant_verified_on_a_connection_vouches_for_its_exact_bytes_only() {
+    let (_labd, coord) = start("ws-verified", &[]);
+    coord.project("alpha");
+    coord.project("beta");
+    let holder = coord.holder(40, &[GrantKind::Read], "projects/alpha");
+    let alpha = Req::read("resolve").path("projects/alpha");
+    let beta = Req::read("resolve").path("projects/beta");
+    let mut ws = coord.socket();
+    // The setup holds: the grant verifies on this connection, and reaches
+    // alpha only.
+    ws.send_json(&coord.envelope(&holder, &alpha, "first"));
+    assert_eq!(ws.reply()["status"], "ok");
+    ws.send_json(&coord.envelope(&holder, &beta, "beyond"));
+    assert_eq!(error_of(&ws.reply(), "beyond").0, "denied");
+
+    let altered = |req: &Req, id: &str, change: &dyn Fn(&mut Value)| {
+        let mut envelope = coord.envelope(&holder, req, id);
+        let grant = &mut envelope["auth"]["grants"][0];
+        assert!(grant["signature"].is_string(), "{envelope}");
+        change(grant);
+        envelope.to_string()
+    };
+    // Each altered grant is refused here as on a connection that never
+    // verified the grant: the remembered signature vouches for nothing else.
+    let refused_alike = |ws: &mut Ws, frame: &dyn Fn(&str) -> String| {
+        let mut fresh = coord.socket();
+        fresh.send_text(&frame("fresh"));
+        let unseen = error_of(&fresh.reply(), "fresh").0.to_string();
+        ws.send_text(&frame("seen"));
+        assert_eq!(error_of(&ws.reply(), "seen").0, unseen);
+    };
+    // Widened to the whole world.
+    refused_alike(&mut ws, &|id| {
+        altered(&beta, id, &|g| g["path"] = json!([]))
+    });
+    // Valid for longer.
+    refused_alike(&mut ws, &|id| {
+        altered(&alpha, id, &|g| {
+            g["valid_until"] = json!(g["valid_until"].as_u64().unwrap() + 1)
+        })
+    });
+    // Another signature over the same grant.
+    refused_alike(&mut ws, &|id| {
+        altered(&alpha, id, &|g| {
+            let signature = g["signature"].as_str().unwrap().to_string();
+            let flipped = if signature.starts_with('A') { "B" } else { "A" };
+            g["signature"] = json!(format!("{flipped}{}", &signature[1..]));
+        })
+    });
+    // The grant as issued still holds, and still for alpha only.
+    ws.send_json(&coord.envelope(&holder, &alpha, "again"));
+    assert_eq!(ws.reply()["status"], "ok");
+    ws.send_json(&coord.envelope(&holder, &beta, "beyond-again"));
+    assert_eq!(error_of(&ws.reply(), "beyond-again").0, "denied");
+}

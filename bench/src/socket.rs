@@ -115,38 +115,35 @@ pub async fn run(target: Target, round: Duration) -> Result<Vec<Row>> {
     let mut rows = Vec::new();
     for clients in CLIENTS {
         progress(&format!("socket: resolve, c={clients}"));
-        // Per binding: calls answered, time, labd's CPU time.
-        let zero = (0u64, Duration::ZERO, Duration::ZERO);
-        let (mut http, mut socket) = (zero, zero);
+        let (mut http, mut socket) = (Calls::default(), Calls::default());
         for _ in 0..ROUNDS {
             for binding in [Binding::Http, Binding::Socket] {
-                let cpu_before = labd_cpu(target.pid)?;
+                let (labd_before, bench_before) = (labd_cpu(target.pid)?, bench_cpu()?);
                 let done = load(addr, &signer, &built, binding, clients, round).await?;
-                let cpu = labd_cpu(target.pid)?.saturating_sub(cpu_before);
                 let sum = if binding == Binding::Http {
                     &mut http
                 } else {
                     &mut socket
                 };
-                sum.0 += done;
-                sum.1 += round;
-                sum.2 += cpu;
+                sum.done += done;
+                sum.time += round;
+                sum.labd += labd_cpu(target.pid)?.saturating_sub(labd_before);
+                sum.bench += bench_cpu()?.saturating_sub(bench_before);
             }
         }
-        let rate = |(n, t, _): (u64, Duration, Duration)| n as f64 / t.as_secs_f64();
-        let cpu_per_call =
-            |(n, _, cpu): (u64, Duration, Duration)| cpu.as_secs_f64() * 1e6 / n.max(1) as f64;
-        let (socket_rate, http_rate) = (rate(socket), rate(http));
+        let (socket_rate, http_rate) = (socket.rate(), http.rate());
         rows.push(Row::new(
             format!("coord resolve over the socket, signed, c={clients}"),
             format!("{socket_rate:.0} calls/s"),
             format!("{http_rate:.0} req/s over HTTP keep-alive"),
             percent(socket_rate / http_rate),
             format!(
-                "{}; labd CPU per call {:.0} us, over HTTP {:.0} us",
+                "{}; labd CPU per call {:.0} us, over HTTP {:.0} us; the clients' {:.0} us, over HTTP {:.0} us",
                 verdict(">= 100% of HTTP", socket_rate >= http_rate),
-                cpu_per_call(socket),
-                cpu_per_call(http)
+                socket.per_call(socket.labd),
+                http.per_call(http.labd),
+                socket.per_call(socket.bench),
+                http.per_call(http.bench)
             ),
         ));
     }
@@ -161,6 +158,27 @@ pub async fn run(target: Target, round: Duration) -> Result<Vec<Row>> {
         "measured (sockets first, so reuse favours HTTP)".into(),
     ));
     Ok(rows)
+}
+
+/// One binding's calls over the rounds of a row.
+#[derive(Default)]
+struct Calls {
+    done: u64,
+    time: Duration,
+    /// CPU time of labd and of this process (the clients) meanwhile.
+    labd: Duration,
+    bench: Duration,
+}
+
+impl Calls {
+    fn rate(&self) -> f64 {
+        self.done as f64 / self.time.as_secs_f64()
+    }
+
+    /// Microseconds of `cpu` per call.
+    fn per_call(&self, cpu: Duration) -> f64 {
+        cpu.as_secs_f64() * 1e6 / self.done.max(1) as f64
+    }
 }
 
 /// Calls answered by `clients` clients, each calling in turn, over `time`.
@@ -261,6 +279,11 @@ async fn socket_client(
 /// labd's CPU time so far (user and system).
 fn labd_cpu(pid: u32) -> Result<Duration> {
     Ok(crate::journal::cpu_time(&format!("/proc/{pid}/stat"))?.1)
+}
+
+/// This process's CPU time so far: the clients' (user and system).
+fn bench_cpu() -> Result<Duration> {
+    Ok(crate::journal::cpu_time("/proc/self/stat")?.1)
 }
 
 /// labd's resident memory in KiB.

@@ -50,8 +50,15 @@ fn reply_to(connection: u64, body: &IncomingBody) -> Vec<u8> {
             return reply_frame("", Err(refusal));
         }
     };
-    let id = envelope_id(&frame).unwrap_or_default();
-    reply_frame(&id, serve(connection, &frame, body))
+    // One strict pass over the frame; the lenient read of its `id` only
+    // for a frame that pass refuses.
+    match decode(&frame) {
+        Ok(envelope) => {
+            let id = envelope.id.clone();
+            reply_frame(&id, serve(connection, &frame, envelope, body))
+        }
+        Err(refusal) => reply_frame(&envelope_id(&frame).unwrap_or_default(), Err(refusal)),
+    }
 }
 
 /// The reply envelope (`SocketReply.schema.json`): `created` for HTTP's
@@ -102,16 +109,22 @@ fn envelope_id(frame: &[u8]) -> Option<String> {
 
 /// The envelope's members, the body left as its span in the frame.
 struct Envelope {
+    /// The correlation ID (the host checked it is a non-empty string).
+    id: String,
     op: String,
     params: Option<Json>,
     body: Option<Range<usize>>,
     auth: Option<Json>,
 }
 
-/// One call: decode, then the operation exactly as over HTTP. `body` is
+/// One call of a decoded envelope: the operation exactly as over HTTP. `body` is
 /// the frame, read to its end: no operation the socket carries reads it.
-fn serve(connection: u64, frame: &[u8], body: &IncomingBody) -> Result<Reply, Refusal> {
-    let envelope = decode(frame)?;
+fn serve(
+    connection: u64,
+    frame: &[u8],
+    envelope: Envelope,
+    body: &IncomingBody,
+) -> Result<Reply, Refusal> {
     let op = operation(&envelope.op)?;
     let query = params::from_json(op, envelope.params)?;
     request::check_query(&query)?;
@@ -151,6 +164,7 @@ fn decode(frame: &[u8]) -> Result<Envelope, Refusal> {
     };
     let mut op = None;
     let mut envelope = Envelope {
+        id: String::new(),
         op: String::new(),
         params: None,
         body: None,
@@ -158,7 +172,10 @@ fn decode(frame: &[u8]) -> Result<Envelope, Refusal> {
     };
     for (name, span) in spans {
         match name.as_str() {
-            "id" => {}
+            "id" => match member(span, "id")? {
+                Json::String(id) => envelope.id = id,
+                _ => return Err(Refusal::invalid("id", "`id` is a string")),
+            },
             "op" => op = Some(member(span, "op")?),
             "params" => envelope.params = Some(member(span, "params")?),
             "body" => envelope.body = Some(span),

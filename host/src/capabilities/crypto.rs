@@ -19,9 +19,19 @@ impl crypto::Host for RequestState {
         let Ok(signature) = <[u8; 64]>::try_from(signature) else {
             return Ok(Ed25519Outcome::BadSignature);
         };
+        if let Some(verified) = &self.verified {
+            if verified.holds(&key, &message, &signature) {
+                return Ok(Ed25519Outcome::Valid);
+            }
+        }
         Ok(
             match check_strict(&Principal::from_bytes(key), &message, &signature) {
-                SignatureOutcome::Valid => Ed25519Outcome::Valid,
+                SignatureOutcome::Valid => {
+                    if let Some(verified) = &self.verified {
+                        verified.remember(&key, &message, &signature);
+                    }
+                    Ed25519Outcome::Valid
+                }
                 SignatureOutcome::KeyNotAdmissible => Ed25519Outcome::KeyNotAdmissible,
                 SignatureOutcome::BadSignature => Ed25519Outcome::BadSignature,
             },

@@ -103,6 +103,9 @@ pub struct RequestState {
     /// Whether this instance answers another service's call (it may then
     /// make none itself).
     nested: bool,
+    /// The signatures verified on the socket connection this instance
+    /// answers a call of, if it does.
+    pub verified: Option<Arc<crate::socket::Verified>>,
 }
 
 impl RequestState {
@@ -121,6 +124,7 @@ impl RequestState {
             digest,
             open_writes: 0,
             nested,
+            verified: None,
         }
     }
 }

@@ -30,6 +30,7 @@ pub use feed::Feed;
 pub use subscription::{Journal, Reason, Scope};
 
 use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -102,8 +103,70 @@ struct State {
     /// How many `scopes` held after its last purge.
     scopes_purged_to: usize,
     highest: Option<Highest>,
+    /// The open subscriptions' scopes, by space, so that an advance no
+    /// scope covers costs no pass over the subscriptions.
+    watched: Watched,
     /// Whether a follower of the remote journal's stream runs, and which.
     following: Option<u64>,
+}
+
+/// How many open subscriptions watch each scope space (its journal root
+/// and prefix), by a hash of it. A journal is covered by a scope only if
+/// the scope's space is the journal's or one of its ancestors, so an
+/// advance none of whose `path.len() + 1` ancestors is counted here is
+/// covered by no subscription. A hash collision only costs a pass that
+/// finds nothing.
+#[derive(Default)]
+struct Watched {
+    spaces: HashMap<u64, usize>,
+}
+
+impl Watched {
+    fn add(&mut self, scope: &Scope) {
+        *self.spaces.entry(space_key(scope)).or_default() += 1;
+    }
+
+    fn remove(&mut self, scope: &Scope) {
+        let key = space_key(scope);
+        if let Some(count) = self.spaces.get_mut(&key) {
+            *count -= 1;
+            if *count == 0 {
+                self.spaces.remove(&key);
+            }
+        }
+    }
+
+    /// Whether some open subscription's scope space is `journal`'s space
+    /// or one of its ancestors.
+    fn may_cover(&self, journal: &Journal) -> bool {
+        if self.spaces.is_empty() {
+            return false;
+        }
+        let mut hasher = space_hasher(&journal.root_id);
+        for label in &journal.path {
+            if self.spaces.contains_key(&hasher.finish()) {
+                return true;
+            }
+            label.as_str().hash(&mut hasher);
+        }
+        self.spaces.contains_key(&hasher.finish())
+    }
+}
+
+/// The hasher of a scope space below journal root `root_id`, before its
+/// labels (fixed keys: the same space always hashes the same).
+fn space_hasher(root_id: &str) -> std::hash::DefaultHasher {
+    let mut hasher = std::hash::DefaultHasher::new();
+    root_id.hash(&mut hasher);
+    hasher
+}
+
+fn space_key(scope: &Scope) -> u64 {
+    let mut hasher = space_hasher(&scope.root_id);
+    for label in &scope.prefix {
+        label.as_str().hash(&mut hasher);
+    }
+    hasher.finish()
 }
 
 /// A connection's side of the hub.
@@ -258,6 +321,7 @@ impl Hub {
             }
             _ => {}
         }
+        state.watched.add(&subscription.scope);
         let peer = state.connections.get_mut(&connection).expect("admissible");
         peer.subscriptions.push(subscription);
         self.open.fetch_add(1, Ordering::Relaxed);
@@ -270,6 +334,7 @@ impl Hub {
     /// queued; false when the connection holds no such subscription.
     pub fn close(&self, connection: u64, id: &str) -> bool {
         let mut state = self.lock();
+        let state = &mut *state;
         let Some(peer) = state.connections.get_mut(&connection) else {
             return false;
         };
@@ -277,6 +342,7 @@ impl Hub {
             return false;
         };
         let subscription = peer.subscriptions.remove(i);
+        state.watched.remove(&subscription.scope);
         peer.outbox.push(subscription.closed(Reason::Unsubscribed));
         peer.notify.notify_one();
         self.ended(1);
@@ -306,12 +372,14 @@ impl Hub {
     /// Closes every subscription `doomed` picks, with `reason`.
     pub(super) fn close_where(&self, reason: Reason, doomed: impl Fn(&Subscription) -> bool) {
         let mut state = self.lock();
+        let state = &mut *state;
         let mut ended = 0;
         for peer in state.connections.values_mut() {
             let before = peer.subscriptions.len();
             let mut kept = Vec::with_capacity(before);
             for subscription in std::mem::take(&mut peer.subscriptions) {
                 if doomed(&subscription) {
+                    state.watched.remove(&subscription.scope);
                     peer.outbox.push(subscription.closed(reason));
                 } else {
                     kept.push(subscription);
@@ -349,6 +417,9 @@ impl Hub {
             let Some(named) = highest.advance(&advance.journal, advance.cutoff) else {
                 continue;
             };
+            if !state.watched.may_cover(&advance.journal) {
+                continue;
+            }
             let journal = &advance.journal;
             tested.clear();
             for peer in state.connections.values_mut() {
@@ -394,6 +465,9 @@ impl Hub {
     fn disconnect(&self, connection: u64) {
         let mut state = self.lock();
         if let Some(peer) = state.connections.remove(&connection) {
+            for subscription in &peer.subscriptions {
+                state.watched.remove(&subscription.scope);
+            }
             self.ended(peer.subscriptions.len());
         }
     }
@@ -431,6 +505,7 @@ impl Hub {
 
     fn shut(&self, connection: u64) -> Vec<String> {
         let mut state = self.lock();
+        let state = &mut *state;
         let Some(peer) = state.connections.get_mut(&connection) else {
             return Vec::new();
         };
@@ -438,6 +513,7 @@ impl Hub {
         let mut frames = std::mem::take(&mut peer.outbox);
         let ended = peer.subscriptions.len();
         for subscription in peer.subscriptions.drain(..) {
+            state.watched.remove(&subscription.scope);
             frames.push(subscription.closed(Reason::Shutdown));
         }
         self.ended(ended);

@@ -270,6 +270,30 @@ async fn scopes_no_subscription_holds_are_purged() {
 }
 
 #[tokio::test]
+async fn the_watched_spaces_follow_every_way_a_subscription_ends() {
+    let hub = Hub::new(Source::Local);
+    let watched =
+        |hub: &Hub, path: &str| hub.lock().watched.may_cover(&advance(path, 1, 1).journal);
+    let connection = hub.connect();
+    open(&hub, &connection, "sub_a", scope("a", Some(0))).await;
+    open(&hub, &connection, "sub_b", scope("b/c", None)).await;
+    // At or below a scope's space, not beside or above it.
+    assert!(watched(&hub, "a") && watched(&hub, "a/x") && watched(&hub, "b/c/d"));
+    assert!(!watched(&hub, "b") && !watched(&hub, "ab") && !watched(&hub, ""));
+    assert!(hub.close(connection.id(), "sub_a"));
+    assert!(!watched(&hub, "a"));
+    let other = hub.connect();
+    open(&hub, &other, "sub_c", scope("c", None)).await;
+    drop(other);
+    assert!(!watched(&hub, "c"));
+    open(&hub, &connection, "sub_d", scope("d", None)).await;
+    hub.close_where(Reason::Expired, |s| s.id == "sub_d");
+    assert!(!watched(&hub, "d"));
+    let _ = connection.shut();
+    assert!(!watched(&hub, "b/c") && hub.lock().watched.spaces.is_empty());
+}
+
+#[tokio::test]
 async fn a_connection_holds_at_most_sixteen_subscriptions() {
     let hub = Hub::new(Source::Local);
     let connection = hub.connect();

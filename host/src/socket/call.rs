@@ -1,17 +1,25 @@
 //! One socket call through a fresh instance of the service's component,
 //! admitted like an HTTP request, and the replies the host gives itself.
 
+use super::Verified;
 use crate::body::IncomingBody;
 use crate::service::{Admission, InstanceError, Service, NO_MEMORY};
+use std::sync::Arc;
 use std::time::Instant;
 use wasmtime::component::Resource;
 
 /// The reply frame's text for the call in `frame` on connection
 /// `connection`; a failure of the host or the component is an `error`
 /// reply like the HTTP binding's 503 or 500.
-pub async fn reply(service: &Service, connection: u64, id: &str, frame: Vec<u8>) -> String {
+pub async fn reply(
+    service: &Service,
+    connection: u64,
+    verified: Arc<Verified>,
+    id: &str,
+    frame: Vec<u8>,
+) -> String {
     let started = Instant::now();
-    let outcome = invoke(service, connection, frame).await;
+    let outcome = invoke(service, connection, verified, frame).await;
     let contract = &service.loaded().identity.contract;
     let (ended, reply) = match outcome {
         Ok(reply) => match String::from_utf8(reply) {
@@ -60,9 +68,11 @@ pub async fn reply(service: &Service, connection: u64, id: &str, frame: Vec<u8>)
 async fn invoke(
     service: &Service,
     connection: u64,
+    verified: Arc<Verified>,
     frame: Vec<u8>,
 ) -> Result<Vec<u8>, InstanceError> {
     let (mut instance, _permit) = service.instantiate(Admission::Request).await?;
+    instance.store.data_mut().verified = Some(verified);
     let failed = |e: wasmtime::Error| InstanceError::Failed(e);
     let index = instance
         .socket

@@ -16,7 +16,7 @@
 //!   [`SHUTDOWN_GRACE`], then the hub's `closed` frames and close 1001.
 
 use super::call::{self, refusal};
-use super::Sockets;
+use super::{Sockets, Verified};
 use crate::events::Connection;
 use crate::metrics::Metrics;
 use crate::server::Listener;
@@ -145,6 +145,7 @@ pub async fn serve(
         out: out.clone(),
         in_flight: Arc::new(Semaphore::new(MAX_IN_FLIGHT as usize)),
         ids: Arc::new(Mutex::new(HashSet::new())),
+        verified: Arc::default(),
     };
     let mut shutdown = listener.shutdown.clone();
     let ending = reader.read(&mut stream, &mut shutdown).await;
@@ -194,6 +195,8 @@ struct Reader {
     in_flight: Arc<Semaphore>,
     /// IDs of the calls in flight.
     ids: Arc<Mutex<HashSet<String>>>,
+    /// Signatures this connection's calls had verified.
+    verified: Arc<Verified>,
 }
 
 impl Reader {
@@ -308,8 +311,9 @@ impl Reader {
         let connection = self.conn.id();
         let ids = Arc::clone(&self.ids);
         let out = self.out.clone();
+        let verified = Arc::clone(&self.verified);
         Ok(Some(Box::pin(async move {
-            let reply = call::reply(&service, connection, &id, frame).await;
+            let reply = call::reply(&service, connection, verified, &id, frame).await;
             drop(held);
             ids.lock().unwrap().remove(&id);
             let _ = out.send(Out::Text(reply)).await;

@@ -4,15 +4,18 @@
 //! - this module: the answer to a request for `/v1/ws` (the upgrade, or
 //!   the refusal of a request that is not one);
 //! - [`connection`]: one upgraded connection, its frames, calls and close;
-//! - [`call`]: one call through a fresh instance of the component.
+//! - [`call`]: one call through a fresh instance of the component;
+//! - [`verified`]: the signatures a connection's calls had verified.
 //!
 //! The host checks framing and the per-connection limits; the component
 //! decodes the envelope and answers every call it is given.
 
 mod call;
 mod connection;
+mod verified;
 
 pub use connection::Writing;
+pub use verified::Verified;
 
 use crate::dispatch::{host_error, HttpResponse, ResponseBody};
 use crate::events::Hub;
