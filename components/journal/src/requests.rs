@@ -27,6 +27,7 @@
 //! any other optional member is absent or present with a value.
 
 use lab_strict_json::{Json, Number, Object, ShapeError};
+#[cfg(test)]
 use serde_json::{json, Value};
 
 use crate::filter::{self, Filter};
@@ -62,6 +63,7 @@ pub struct SpaceRef {
 
 impl SpaceRef {
     /// `{root_id, space_id}`.
+    #[cfg(test)]
     pub fn to_json(&self) -> Value {
         json!({ "root_id": self.root.to_string(), "space_id": self.space.to_string() })
     }
