@@ -9,7 +9,8 @@
 //! - [`cursor`]: sealed, self-validating cursors.
 //! - [`store`]: the storage layout over the key-value store.
 //! - [`pager`]: one page of a fixed prefix under the page budgets.
-//! - [`page_json`]: the JSON text of `read`, `query` and `children` pages.
+//! - [`page_json`]: the JSON text of `read`, `query`, `children` and `head`
+//!   answers.
 //! - [`ops`]: the seven operations.
 //! - [`operational`]: `livez`, `healthz`, `describe`, `describe/{file}`.
 
@@ -82,9 +83,7 @@ fn route(request: &Request, body: &IncomingBody) -> Response {
             requests::decode_children(b).and_then(ops::tree::children)
         })),
         ["v1", "head"] => Some(("head", |b| {
-            requests::decode_head(b)
-                .and_then(ops::tree::head)
-                .map(encode)
+            requests::decode_head(b).and_then(ops::tree::head)
         })),
         ["v1", "append"] => Some(("append", |b| {
             requests::decode_append(b)

@@ -1,4 +1,4 @@
-//! The JSON text of `read`, `query` and `children` answers, written
+//! The JSON text of `read`, `query`, `children` and `head` answers, written
 //! straight into the reply buffer instead of through a `serde_json::Value`
 //! tree.
 //!
@@ -61,9 +61,26 @@ impl PageJson {
     /// Opens the answer at its `entries` member, the first in key order of
     /// both `read` and `query` answers.
     pub fn open() -> PageJson {
-        let mut out = Vec::with_capacity(16 << 10);
+        let mut out = Vec::new();
         out.extend_from_slice(b"{\"entries\":[");
         PageJson { out, entries: 0 }
+    }
+
+    /// Makes room for `records` of one space, so that a page's buffer is
+    /// allocated about once instead of doubling as it is written: an
+    /// entry takes at most its fixed members, three decimals of 20 digits,
+    /// its base64 fact and the space's tail.
+    pub fn reserve<'a>(
+        &mut self,
+        tail: &SpaceTail,
+        records: impl Iterator<Item = &'a EntryRecord>,
+    ) {
+        const FIXED: usize = 96 + 3 * 20;
+        let bytes: usize = records
+            .map(|record| FIXED + tail.0.len() + record.fact.len().div_ceil(3) * 4)
+            .sum();
+        // The closing members of either answer, the echoed snapshot aside.
+        self.out.reserve(bytes + 256);
     }
 
     /// One entry: `{batch: {first, last}, fact, origin, ref: {position,
@@ -207,6 +224,17 @@ impl ChildrenJson {
     }
 }
 
+/// A `head` answer: `{cutoff, space: {root_id, space_id}}`.
+pub fn head(root: RootId, space: SpaceId, cutoff: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(128);
+    out.extend_from_slice(b"{\"cutoff\":");
+    decimal(&mut out, cutoff);
+    out.extend_from_slice(b",\"space\":{");
+    space_ref_members(&mut out, root, space);
+    out.extend_from_slice(b"}}");
+    out
+}
+
 /// `{space: {path, root_id, space_id}, through}`.
 fn listed_json(out: &mut Vec<u8>, listed: &Listed) {
     out.extend_from_slice(b"{\"space\":{\"path\":");
@@ -307,6 +335,8 @@ mod tests {
         let tail = SpaceTail::new(root(), s);
         for (count, next) in [(0, None), (1, Some(1)), (5, None), (5, Some(99))] {
             let mut page = PageJson::open();
+            page.reserve(&tail, records().iter().take(count).map(|(_, r)| r));
+            let reserved = page.out.capacity();
             let mut values = Vec::new();
             for (position, record) in records().iter().take(count) {
                 page.entry(&tail, *position, record);
@@ -323,7 +353,27 @@ mod tests {
             }
             let written = page.finish_read(&tail, 120, 110, next);
             assert_eq!(
+                written.capacity(),
+                reserved,
+                "the page fits what it reserved"
+            );
+            assert_eq!(
                 String::from_utf8(written).unwrap(),
+                serde_json::to_string(&expected).unwrap()
+            );
+        }
+    }
+
+    #[test]
+    fn a_head_answer_is_what_serde_json_writes() {
+        for cutoff in [0, 7, u64::MAX >> 11] {
+            // The document the operation built before, as it built it.
+            let expected = json!({
+                "space": {"root_id": root().to_string(), "space_id": space(9).to_string()},
+                "cutoff": cutoff,
+            });
+            assert_eq!(
+                String::from_utf8(head(root(), space(9), cutoff)).unwrap(),
                 serde_json::to_string(&expected).unwrap()
             );
         }

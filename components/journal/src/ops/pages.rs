@@ -50,6 +50,7 @@ pub fn read(request: ReadRequest) -> Encoded {
     )?;
     let tail = SpaceTail::new(identity.root, space);
     let mut page = PageJson::open();
+    page.reserve(&tail, found.iter().map(|f| &f.record));
     for f in &found {
         page.entry(&tail, f.position, &f.record);
     }
@@ -161,6 +162,7 @@ pub fn query(request: QueryRequest) -> Encoded {
             &mut found,
         )?;
         let tail = SpaceTail::new(identity.root, listed.space);
+        page.reserve(&tail, found.iter().map(|f| &f.record));
         for f in &found {
             page.entry(&tail, f.position, &f.record);
         }

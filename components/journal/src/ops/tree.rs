@@ -1,10 +1,8 @@
 //! `resolve`, `children` and `head`: the tree as it stands at a cutoff.
 
-use super::{
-    cutoff, existing_space, identity, is_cutoff, space_json, space_ref_json, Answer, Encoded,
-};
+use super::{cutoff, existing_space, identity, is_cutoff, space_json, Answer, Encoded};
 use crate::cursor::{self, ChildrenCursor, CursorKey};
-use crate::page_json::ChildrenJson;
+use crate::page_json::{self, ChildrenJson};
 use crate::refusal::Refusal;
 use crate::requests::{ChildrenRequest, HeadRequest, ResolveRequest};
 use crate::store;
@@ -40,15 +38,18 @@ pub fn resolve(request: ResolveRequest) -> Answer {
     }
 }
 
-pub fn head(request: HeadRequest) -> Answer {
+pub fn head(request: HeadRequest) -> Encoded {
     let txn = store::read()?;
     let identity = identity(&txn)?;
-    existing_space(&txn, &identity, &request.space)?;
-    let cutoff = cutoff(&txn, request.space.space)?;
-    Ok((
-        200,
-        json!({ "space": space_ref_json(identity.root, request.space.space), "cutoff": cutoff }),
-    ))
+    let space = request.space;
+    if space.root != identity.root {
+        return Err(Refusal::NotFound("no such root".into()));
+    }
+    // A space has a head from the transaction that creates it on, so its
+    // head alone settles that it exists.
+    let cutoff =
+        store::head(&txn, space.space)?.ok_or_else(|| Refusal::NotFound("no such space".into()))?;
+    Ok((200, page_json::head(identity.root, space.space, cutoff)))
 }
 
 pub fn children(request: ChildrenRequest) -> Encoded {
