@@ -9,7 +9,8 @@
 //! - [`cursor`]: sealed, self-validating cursors.
 //! - [`store`]: the storage layout over the key-value store.
 //! - [`pager`]: one page of a fixed prefix under the page budgets.
-//! - [`page_json`]: the JSON text of `read` and `query` pages.
+//! - [`page_json`]: the JSON text of `read`, `query`, `children` and `head`
+//!   answers.
 //! - [`ops`]: the seven operations.
 //! - [`operational`]: `livez`, `healthz`, `describe`, `describe/{file}`.
 
@@ -79,14 +80,10 @@ fn route(request: &Request, body: &IncomingBody) -> Response {
                 .map(encode)
         })),
         ["v1", "children"] => Some(("children", |b| {
-            requests::decode_children(b)
-                .and_then(ops::tree::children)
-                .map(encode)
+            requests::decode_children(b).and_then(ops::tree::children)
         })),
         ["v1", "head"] => Some(("head", |b| {
-            requests::decode_head(b)
-                .and_then(ops::tree::head)
-                .map(encode)
+            requests::decode_head(b).and_then(ops::tree::head)
         })),
         ["v1", "append"] => Some(("append", |b| {
             requests::decode_append(b)

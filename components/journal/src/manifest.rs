@@ -14,11 +14,13 @@ use std::collections::HashSet;
 use std::io::{self, Write};
 
 use lab_strict_json::Json;
+#[cfg(test)]
 use serde_json::{json, Value};
 
 use crate::ids::{RootId, SpaceId};
 use crate::refusal::Refusal;
 use crate::requests::{self, Members, SpaceRef, MAX_POSITION};
+use sha2::{Digest, Sha256};
 
 /// The `max_depth` of a query that selects all descendants.
 pub const UNBOUNDED_DEPTH: u64 = MAX_POSITION;
@@ -78,7 +80,10 @@ pub fn decode(json: Json, field: &str) -> Result<Manifest, Refusal> {
     let spaces = items
         .into_iter()
         .enumerate()
-        .map(|(i, item)| listed(item, &format!("{spaces_field}[{i}]")))
+        .map(|(i, item)| match well_formed_listed(&item) {
+            Some(listed) => Ok(listed),
+            None => listed(item, &format!("{spaces_field}[{i}]")),
+        })
         .collect::<Result<Vec<_>, _>>()?;
     members.finish()?;
     let manifest = Manifest {
@@ -93,6 +98,42 @@ pub fn decode(json: Json, field: &str) -> Result<Manifest, Refusal> {
     }
     manifest.check_tree(&spaces_field)?;
     Ok(manifest)
+}
+
+/// [`listed`] of an element it accepts, read in place without naming its
+/// fields (field names are for refusals); `None` for anything else, which
+/// [`listed`] then refuses with the field at fault. Invariant: whatever this
+/// accepts, [`listed`] accepts and decodes to the same value.
+fn well_formed_listed(json: &Json) -> Option<Listed> {
+    let element = json.as_object()?;
+    let space = element.get("space")?.as_object()?;
+    // Names are unique in a parsed object, so two (three) members that are
+    // all documented are all the members.
+    if element.len() != 2 || space.len() != 3 {
+        return None;
+    }
+    let through = element
+        .get("through")?
+        .as_u64()
+        .filter(|&n| n <= MAX_POSITION)?;
+    let root = RootId::parse(space.get("root_id")?.as_str()?)?;
+    let id = SpaceId::parse(space.get("space_id")?.as_str()?)?;
+    let path = space
+        .get("path")?
+        .as_array()?
+        .iter()
+        .map(|key| {
+            key.as_str()
+                .filter(|key| requests::is_key(key))
+                .map(str::to_owned)
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some(Listed {
+        root,
+        space: id,
+        path,
+        through,
+    })
 }
 
 /// `{space: {root_id, space_id, path}, through}` at `field`.
@@ -193,7 +234,9 @@ impl Manifest {
         Ok(())
     }
 
-    /// The normalized document, members in the order the spec lists them.
+    /// The normalized document, members in the order the spec lists them:
+    /// what [`Self::digest`] and the echoed snapshot are held to.
+    #[cfg(test)]
     pub fn normalized_json(&self) -> Value {
         json!({
             "scope": self.scope.to_json(),
@@ -225,16 +268,55 @@ impl Manifest {
 
     /// SHA-256 over the canonical encoding of
     /// `[label "lab.journal.snapshot.v1", data-json(normalized document)]`.
+    ///
+    /// The encoding is written straight from the manifest, not through the
+    /// document: maps with their keys in canonical order (shorter first,
+    /// then bytewise), arrays as tuples, strings as text, integers unsigned.
+    /// The tests hold it to `data_json_digest` of [`Self::normalized_json`].
     pub fn digest(&self) -> [u8; 32] {
-        lab_values::data_json_digest(lab_values::SNAPSHOT_DIGEST_TAG, &self.normalized_json())
-            .expect("a normalized manifest holds only integers and strings, five levels deep")
+        use lab_values::{put_head, LABEL_TAG, MAJOR_ARRAY, MAJOR_BYTES, MAJOR_MAP, MAJOR_TAG};
+        let tag = lab_values::SNAPSHOT_DIGEST_TAG;
+        let mut out = Vec::with_capacity(96 + self.spaces.len() * 160);
+        put_head(&mut out, MAJOR_ARRAY, 2);
+        put_head(&mut out, MAJOR_TAG, LABEL_TAG);
+        put_head(&mut out, MAJOR_BYTES, tag.len() as u64);
+        out.extend_from_slice(tag);
+        put_head(&mut out, MAJOR_MAP, 3);
+        cbor_text(&mut out, b"scope");
+        put_head(&mut out, MAJOR_MAP, 2);
+        cbor_text(&mut out, b"root_id");
+        cbor_text(&mut out, &self.scope.root.text());
+        cbor_text(&mut out, b"space_id");
+        cbor_text(&mut out, &self.scope.space.text());
+        cbor_text(&mut out, b"spaces");
+        put_head(&mut out, MAJOR_ARRAY, self.spaces.len() as u64);
+        for listed in &self.spaces {
+            put_head(&mut out, MAJOR_MAP, 2);
+            cbor_text(&mut out, b"space");
+            put_head(&mut out, MAJOR_MAP, 3);
+            cbor_text(&mut out, b"path");
+            put_head(&mut out, MAJOR_ARRAY, listed.path.len() as u64);
+            for key in &listed.path {
+                cbor_text(&mut out, key.as_bytes());
+            }
+            cbor_text(&mut out, b"root_id");
+            cbor_text(&mut out, &listed.root.text());
+            cbor_text(&mut out, b"space_id");
+            cbor_text(&mut out, &listed.space.text());
+            cbor_text(&mut out, b"through");
+            put_head(&mut out, lab_values::MAJOR_UNSIGNED, listed.through);
+        }
+        cbor_text(&mut out, b"max_depth");
+        put_head(&mut out, lab_values::MAJOR_UNSIGNED, self.max_depth);
+        Sha256::digest(&out).into()
     }
 
     fn write_canonical(&self, out: &mut impl Write) -> io::Result<()> {
-        out.write_all(b"{\"scope\":{\"root_id\":")?;
-        string(out, &self.scope.root.to_string())?;
-        out.write_all(b",\"space_id\":")?;
-        string(out, &self.scope.space.to_string())?;
+        out.write_all(b"{\"scope\":{\"root_id\":\"")?;
+        out.write_all(&self.scope.root.text())?;
+        out.write_all(b"\",\"space_id\":\"")?;
+        out.write_all(&self.scope.space.text())?;
+        out.write_all(b"\"")?;
         write!(out, "}},\"max_depth\":{},\"spaces\":[", self.max_depth)?;
         for (i, listed) in self.spaces.iter().enumerate() {
             if i > 0 {
@@ -247,6 +329,7 @@ impl Manifest {
 }
 
 impl Listed {
+    #[cfg(test)]
     pub fn normalized_json(&self) -> Value {
         json!({
             "space": {
@@ -267,11 +350,11 @@ impl Listed {
     }
 
     fn write_canonical(&self, out: &mut impl Write) -> io::Result<()> {
-        out.write_all(b"{\"space\":{\"root_id\":")?;
-        string(out, &self.root.to_string())?;
-        out.write_all(b",\"space_id\":")?;
-        string(out, &self.space.to_string())?;
-        out.write_all(b",\"path\":[")?;
+        out.write_all(b"{\"space\":{\"root_id\":\"")?;
+        out.write_all(&self.root.text())?;
+        out.write_all(b"\",\"space_id\":\"")?;
+        out.write_all(&self.space.text())?;
+        out.write_all(b"\",\"path\":[")?;
         for (i, key) in self.path.iter().enumerate() {
             if i > 0 {
                 out.write_all(b",")?;
@@ -280,6 +363,12 @@ impl Listed {
         }
         write!(out, "]}},\"through\":{}}}", self.through)
     }
+}
+
+/// A text value's canonical encoding; `text` is UTF-8.
+fn cbor_text(out: &mut Vec<u8>, text: &[u8]) {
+    lab_values::put_head(out, lab_values::MAJOR_TEXT, text.len() as u64);
+    out.extend_from_slice(text);
 }
 
 /// A JSON string literal as `serde_json` writes it.
@@ -305,6 +394,7 @@ impl Write for Counter {
 mod tests {
     use super::*;
     use crate::requests::tests::{assert_invalid, assert_limit, invalid_field, ROOT, SPACE};
+    use crate::requests::MAX_KEY_BYTES;
     use sha2::{Digest, Sha256};
 
     fn id(n: u8) -> String {
@@ -421,6 +511,103 @@ mod tests {
             hex,
             "393417acf3435477588131cbb3c173dcea9db222f6e5d83030957c08e8120489"
         );
+    }
+
+    /// The digest as the data-json profile defines it, through the
+    /// document and the value tree.
+    fn projected_digest(m: &Manifest) -> [u8; 32] {
+        lab_values::data_json_digest(lab_values::SNAPSHOT_DIGEST_TAG, &m.normalized_json()).unwrap()
+    }
+
+    #[test]
+    fn digest_is_the_projection_of_the_normalized_document() {
+        let key = |n: usize| format!("k{n}é\"\\{}", "x".repeat(n % 240));
+        let sizes = [0usize, 1, 22, 23, 24, 255, 256, 300];
+        for (round, &count) in sizes.iter().enumerate() {
+            let spaces = std::iter::once(element(SPACE, &["s"], 1 << 40))
+                .chain((1..count.max(1)).map(|n| {
+                    let depth = 1 + n % 3;
+                    let path: Vec<String> = std::iter::once("s".to_string())
+                        .chain((0..depth).map(|d| key(n * 7 + d)))
+                        .collect();
+                    let path: Vec<&str> = path.iter().map(String::as_str).collect();
+                    let through = [0, 23, 24, 255, 65_536, u64::from(u32::MAX) + 1][n % 6];
+                    element(&format!("spc_{n:032x}"), &path, through)
+                }))
+                .collect::<Vec<_>>();
+            let depth = [0, 23, 24, UNBOUNDED_DEPTH][round % 4];
+            let m = Manifest {
+                scope: SpaceRef {
+                    root: RootId::parse(ROOT).unwrap(),
+                    space: SpaceId::parse(SPACE).unwrap(),
+                },
+                max_depth: depth,
+                spaces: spaces
+                    .into_iter()
+                    .map(|e| {
+                        listed(
+                            lab_strict_json::parse(&serde_json::to_vec(&e).unwrap()).unwrap(),
+                            "e",
+                        )
+                        .unwrap()
+                    })
+                    .collect(),
+            };
+            assert_eq!(m.digest(), projected_digest(&m), "{count} spaces");
+        }
+        let m = manifest(doc(2, tree())).unwrap();
+        assert_eq!(m.digest(), projected_digest(&m));
+    }
+
+    #[test]
+    fn the_in_place_element_reader_agrees_with_the_checked_one() {
+        let good = element(&id(3), &["s", "b", "é\"\\"], 9);
+        let mut variants = vec![good.clone(), element(SPACE, &[], 0)];
+        let mut edit = |f: &dyn Fn(&mut Value)| {
+            let mut e = good.clone();
+            f(&mut e);
+            variants.push(e);
+        };
+        edit(&|e| e["through"] = json!(-1));
+        edit(&|e| e["through"] = json!(1.0));
+        edit(&|e| e["through"] = json!(MAX_POSITION + 1));
+        edit(&|e| e["through"] = json!(MAX_POSITION));
+        edit(&|e| e["through"] = json!(null));
+        edit(&|e| e["Through"] = json!(1));
+        edit(&|e| e["extra"] = json!(1));
+        edit(&|e| {
+            e.as_object_mut().unwrap().remove("through");
+        });
+        edit(&|e| e["space"]["extra"] = json!(1));
+        edit(&|e| {
+            e["space"].as_object_mut().unwrap().remove("path");
+        });
+        edit(&|e| e["space"]["path"] = json!("s/b"));
+        edit(&|e| e["space"]["path"] = json!(["s", ""]));
+        edit(&|e| e["space"]["path"] = json!(["s", "a/b"]));
+        edit(&|e| e["space"]["path"] = json!(["s", "\u{85}"]));
+        edit(&|e| e["space"]["path"] = json!(["s", 1]));
+        edit(&|e| e["space"]["path"] = json!(["s", "k".repeat(MAX_KEY_BYTES + 1)]));
+        edit(&|e| e["space"]["path"] = json!(["s", "k".repeat(MAX_KEY_BYTES)]));
+        edit(&|e| e["space"]["root_id"] = json!(SPACE));
+        edit(&|e| e["space"]["space_id"] = json!(ROOT));
+        edit(&|e| e["space"]["space_id"] = json!(id(3).to_uppercase()));
+        edit(&|e| e["space"]["space_id"] = json!(null));
+        edit(&|e| e["space"] = json!([]));
+        variants.push(json!([]));
+        variants.push(json!(null));
+        for variant in variants {
+            let text = serde_json::to_vec(&variant).unwrap();
+            let json = lab_strict_json::parse(&text).unwrap();
+            let fast = well_formed_listed(&json);
+            let checked = listed(json, "e");
+            match (fast, checked) {
+                (Some(fast), Ok(checked)) => assert_eq!(fast, checked, "{variant}"),
+                (Some(_), Err(e)) => panic!("accepted in place, refused checked: {variant} {e:?}"),
+                (None, Ok(_)) => panic!("a well-formed element went the slow way: {variant}"),
+                (None, Err(_)) => {}
+            }
+        }
     }
 
     #[test]

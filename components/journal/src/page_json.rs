@@ -1,5 +1,6 @@
-//! The JSON text of `read` and `query` answers, written straight into the
-//! reply buffer instead of through a `serde_json::Value` tree.
+//! The JSON text of `read`, `query`, `children` and `head` answers, written
+//! straight into the reply buffer instead of through a `serde_json::Value`
+//! tree.
 //!
 //! Invariant: every document written here is byte for byte what
 //! `serde_json::to_vec` writes for the same document as a `Value` (members
@@ -11,7 +12,6 @@ use crate::manifest::{Listed, Manifest};
 use crate::store::EntryRecord;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
-use std::io::Write as _;
 
 /// A page's entries as a JSON array, then the rest of its answer.
 pub struct PageJson {
@@ -27,19 +27,60 @@ pub struct SpaceTail(Vec<u8>);
 impl SpaceTail {
     pub fn new(root: RootId, space: SpaceId) -> SpaceTail {
         let mut tail = Vec::with_capacity(96);
-        write!(tail, "\"root_id\":\"{root}\",\"space_id\":\"{space}\"}}")
-            .expect("writing to a Vec cannot fail");
+        space_ref_members(&mut tail, root, space);
+        tail.push(b'}');
         SpaceTail(tail)
     }
+}
+
+/// `"root_id":"…","space_id":"…"`.
+fn space_ref_members(out: &mut Vec<u8>, root: RootId, space: SpaceId) {
+    out.extend_from_slice(b"\"root_id\":\"");
+    root.write_to(out);
+    out.extend_from_slice(b"\",\"space_id\":\"");
+    space.write_to(out);
+    out.push(b'"');
+}
+
+/// `n` in decimal, as serde_json writes an unsigned integer.
+pub fn decimal(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
 }
 
 impl PageJson {
     /// Opens the answer at its `entries` member, the first in key order of
     /// both `read` and `query` answers.
     pub fn open() -> PageJson {
-        let mut out = Vec::with_capacity(16 << 10);
+        let mut out = Vec::new();
         out.extend_from_slice(b"{\"entries\":[");
         PageJson { out, entries: 0 }
+    }
+
+    /// Makes room for `records` of one space, so that a page's buffer is
+    /// allocated about once instead of doubling as it is written: an
+    /// entry takes at most its fixed members, three decimals of 20 digits,
+    /// its base64 fact and the space's tail.
+    pub fn reserve<'a>(
+        &mut self,
+        tail: &SpaceTail,
+        records: impl Iterator<Item = &'a EntryRecord>,
+    ) {
+        const FIXED: usize = 96 + 3 * 20;
+        let bytes: usize = records
+            .map(|record| FIXED + tail.0.len() + record.fact.len().div_ceil(3) * 4)
+            .sum();
+        // The closing members of either answer, the echoed snapshot aside.
+        self.out.reserve(bytes + 256);
     }
 
     /// One entry: `{batch: {first, last}, fact, origin, ref: {position,
@@ -50,12 +91,11 @@ impl PageJson {
             out.push(b',');
         }
         self.entries += 1;
-        write!(
-            out,
-            "{{\"batch\":{{\"first\":{},\"last\":{}}},\"fact\":\"",
-            record.first, record.last
-        )
-        .expect("writing to a Vec cannot fail");
+        out.extend_from_slice(b"{\"batch\":{\"first\":");
+        decimal(out, record.first);
+        out.extend_from_slice(b",\"last\":");
+        decimal(out, record.last);
+        out.extend_from_slice(b"},\"fact\":\"");
         let at = out.len();
         let encoded = record.fact.len().div_ceil(3) * 4;
         out.resize(at + encoded, 0);
@@ -63,12 +103,11 @@ impl PageJson {
             .encode_slice(&record.fact, &mut out[at..])
             .expect("the buffer holds the padded encoding");
         debug_assert_eq!(written, encoded);
-        write!(
-            out,
-            "\",\"origin\":\"{}\",\"ref\":{{\"position\":{position},",
-            record.origin.as_str()
-        )
-        .expect("writing to a Vec cannot fail");
+        out.extend_from_slice(b"\",\"origin\":\"");
+        out.extend_from_slice(record.origin.as_str().as_bytes());
+        out.extend_from_slice(b"\",\"ref\":{\"position\":");
+        decimal(out, position);
+        out.push(b',');
         out.extend_from_slice(&tail.0);
         out.push(b'}');
     }
@@ -85,12 +124,16 @@ impl PageJson {
         let out = &mut self.out;
         out.push(b']');
         if let Some(next) = next_after {
-            write!(out, ",\"next_after\":{next}").expect("writing to a Vec cannot fail");
+            out.extend_from_slice(b",\"next_after\":");
+            decimal(out, next);
         }
-        write!(out, ",\"scanned_through\":{scanned_through},\"space\":{{")
-            .expect("writing to a Vec cannot fail");
+        out.extend_from_slice(b",\"scanned_through\":");
+        decimal(out, scanned_through);
+        out.extend_from_slice(b",\"space\":{");
         out.extend_from_slice(&space.0);
-        write!(out, ",\"through\":{through}}}").expect("writing to a Vec cannot fail");
+        out.extend_from_slice(b",\"through\":");
+        decimal(out, through);
+        out.push(b'}');
         self.out
     }
 
@@ -103,18 +146,93 @@ impl PageJson {
             out.extend_from_slice(b",\"next_cursor\":");
             string(out, cursor);
         }
-        write!(
-            out,
-            ",\"snapshot\":{{\"max_depth\":{},\"scope\":{{",
-            manifest.max_depth
-        )
-        .expect("writing to a Vec cannot fail");
-        out.extend_from_slice(&SpaceTail::new(manifest.scope.root, manifest.scope.space).0);
-        out.extend_from_slice(b",\"spaces\":");
+        out.extend_from_slice(b",\"snapshot\":{\"max_depth\":");
+        decimal(out, manifest.max_depth);
+        out.extend_from_slice(b",\"scope\":{");
+        space_ref_members(out, manifest.scope.root, manifest.scope.space);
+        out.extend_from_slice(b"},\"spaces\":");
         array(out, &manifest.spaces, listed_json);
         out.extend_from_slice(b"}}");
         self.out
     }
+}
+
+/// A `children` answer: its children as a JSON array, then the rest.
+pub struct ChildrenJson {
+    out: Vec<u8>,
+    children: usize,
+}
+
+impl ChildrenJson {
+    /// Opens the answer at its `children` member, the first in key order.
+    pub fn open() -> ChildrenJson {
+        let mut out = Vec::with_capacity(8 << 10);
+        out.extend_from_slice(b"{\"children\":[");
+        ChildrenJson { out, children: 0 }
+    }
+
+    /// One child: `{created_at: {position, root_id, space_id}, key, space:
+    /// {path, root_id, space_id}}`, where `created_at` is the creation
+    /// entry at `position` in `parent` and `key` the path's last key.
+    pub fn child(
+        &mut self,
+        root: RootId,
+        parent: SpaceId,
+        position: u64,
+        child: SpaceId,
+        path: &[String],
+    ) {
+        let out = &mut self.out;
+        if self.children > 0 {
+            out.push(b',');
+        }
+        self.children += 1;
+        out.extend_from_slice(b"{\"created_at\":{\"position\":");
+        decimal(out, position);
+        out.push(b',');
+        space_ref_members(out, root, parent);
+        out.extend_from_slice(b"},\"key\":");
+        string(out, path.last().map_or("", String::as_str));
+        out.extend_from_slice(b",\"space\":{\"path\":");
+        array(out, path, |out, key| string(out, key));
+        out.push(b',');
+        space_ref_members(out, root, child);
+        out.extend_from_slice(b"}}");
+    }
+
+    /// Closes the answer: `next_cursor` (when there is more), `space`,
+    /// `through`.
+    pub fn finish(
+        mut self,
+        root: RootId,
+        space: SpaceId,
+        through: u64,
+        next_cursor: Option<&str>,
+    ) -> Vec<u8> {
+        let out = &mut self.out;
+        out.push(b']');
+        if let Some(cursor) = next_cursor {
+            out.extend_from_slice(b",\"next_cursor\":");
+            string(out, cursor);
+        }
+        out.extend_from_slice(b",\"space\":{");
+        space_ref_members(out, root, space);
+        out.extend_from_slice(b"},\"through\":");
+        decimal(out, through);
+        out.push(b'}');
+        self.out
+    }
+}
+
+/// A `head` answer: `{cutoff, space: {root_id, space_id}}`.
+pub fn head(root: RootId, space: SpaceId, cutoff: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(128);
+    out.extend_from_slice(b"{\"cutoff\":");
+    decimal(&mut out, cutoff);
+    out.extend_from_slice(b",\"space\":{");
+    space_ref_members(&mut out, root, space);
+    out.extend_from_slice(b"}}");
+    out
 }
 
 /// `{space: {path, root_id, space_id}, through}`.
@@ -122,8 +240,10 @@ fn listed_json(out: &mut Vec<u8>, listed: &Listed) {
     out.extend_from_slice(b"{\"space\":{\"path\":");
     array(out, &listed.path, |out, key| string(out, key));
     out.push(b',');
-    out.extend_from_slice(&SpaceTail::new(listed.root, listed.space).0);
-    write!(out, ",\"through\":{}}}", listed.through).expect("writing to a Vec cannot fail");
+    space_ref_members(out, listed.root, listed.space);
+    out.extend_from_slice(b"},\"through\":");
+    decimal(out, listed.through);
+    out.push(b'}');
 }
 
 /// `[item, …]`, each item written by `each`.
@@ -187,11 +307,36 @@ mod tests {
     }
 
     #[test]
+    fn decimals_are_what_serde_json_writes() {
+        for n in [
+            0,
+            1,
+            9,
+            10,
+            99,
+            100,
+            12345,
+            u64::MAX >> 11,
+            u64::MAX - 1,
+            u64::MAX,
+        ] {
+            let mut out = b"x".to_vec();
+            decimal(&mut out, n);
+            assert_eq!(
+                out,
+                format!("x{}", serde_json::to_string(&n).unwrap()).as_bytes()
+            );
+        }
+    }
+
+    #[test]
     fn a_read_answer_is_what_serde_json_writes() {
         let s = space(3);
         let tail = SpaceTail::new(root(), s);
         for (count, next) in [(0, None), (1, Some(1)), (5, None), (5, Some(99))] {
             let mut page = PageJson::open();
+            page.reserve(&tail, records().iter().take(count).map(|(_, r)| r));
+            let reserved = page.out.capacity();
             let mut values = Vec::new();
             for (position, record) in records().iter().take(count) {
                 page.entry(&tail, *position, record);
@@ -207,6 +352,67 @@ mod tests {
                 expected["next_after"] = Value::from(next);
             }
             let written = page.finish_read(&tail, 120, 110, next);
+            assert_eq!(
+                written.capacity(),
+                reserved,
+                "the page fits what it reserved"
+            );
+            assert_eq!(
+                String::from_utf8(written).unwrap(),
+                serde_json::to_string(&expected).unwrap()
+            );
+        }
+    }
+
+    #[test]
+    fn a_head_answer_is_what_serde_json_writes() {
+        for cutoff in [0, 7, u64::MAX >> 11] {
+            // The document the operation built before, as it built it.
+            let expected = json!({
+                "space": {"root_id": root().to_string(), "space_id": space(9).to_string()},
+                "cutoff": cutoff,
+            });
+            assert_eq!(
+                String::from_utf8(head(root(), space(9), cutoff)).unwrap(),
+                serde_json::to_string(&expected).unwrap()
+            );
+        }
+    }
+
+    #[test]
+    fn a_children_answer_is_what_serde_json_writes() {
+        let (parent, through) = (space(1), 77);
+        let children: Vec<(u64, SpaceId, Vec<String>)> = vec![
+            (2, space(2), vec!["s".into(), "a".into()]),
+            (
+                3,
+                space(3),
+                vec!["s".into(), "q\"\\\u{1}é\u{2028}\u{7f}".into()],
+            ),
+            (u64::MAX >> 11, space(4), vec!["k".repeat(300)]),
+            (9, space(5), vec![]),
+        ];
+        for (count, cursor) in [(0, None), (1, Some("c.ab-_")), (4, None), (4, Some("x"))] {
+            let mut page = ChildrenJson::open();
+            let mut values = Vec::new();
+            for (position, child, path) in children.iter().take(count) {
+                page.child(root(), parent, *position, *child, path);
+                // The document the operation built before, as it built it.
+                values.push(json!({
+                    "key": path.last().cloned().unwrap_or_default(),
+                    "space": {"root_id": root().to_string(), "space_id": child.to_string(), "path": path},
+                    "created_at": {"root_id": root().to_string(), "space_id": parent.to_string(), "position": position},
+                }));
+            }
+            let mut expected = json!({
+                "space": {"root_id": root().to_string(), "space_id": parent.to_string()},
+                "through": through,
+                "children": values,
+            });
+            if let Some(cursor) = cursor {
+                expected["next_cursor"] = Value::String(cursor.into());
+            }
+            let written = page.finish(root(), parent, through, cursor);
             assert_eq!(
                 String::from_utf8(written).unwrap(),
                 serde_json::to_string(&expected).unwrap()

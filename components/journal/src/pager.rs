@@ -19,7 +19,9 @@ pub const MAX_PAGE_BYTES: u64 = 4 << 20;
 pub const MAX_INSPECT_CANDIDATES: u64 = 4096;
 /// Fact bytes a page inspects at most.
 pub const MAX_INSPECT_BYTES: u64 = 16 << 20;
-/// Entries fetched per scan of the entry table at most.
+/// Entries fetched per scan at most, where candidates may not match; a
+/// scan whose every candidate matches fetches what the page can still
+/// return plus one.
 const SCAN_CHUNK: u32 = 64;
 
 /// What one page may still return and inspect.
@@ -106,10 +108,13 @@ pub fn scan(
                 exhausted: false,
             });
         }
-        let mut chunk = budget.candidates.min(u64::from(SCAN_CHUNK));
-        if every_candidate_matches {
-            chunk = chunk.min(budget.entries + 1);
-        }
+        let chunk = if every_candidate_matches {
+            // One scan fetches the page and the candidate past it: at most
+            // MAX_PAGE_ENTRIES + 1 entries.
+            budget.candidates.min(budget.entries + 1)
+        } else {
+            budget.candidates.min(u64::from(SCAN_CHUNK))
+        };
         let chunk = chunk as u32;
         let batch: Vec<(u64, Option<EntryRecord>)> = match &source {
             Candidates::Predicate(key) => {

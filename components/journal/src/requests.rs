@@ -27,6 +27,7 @@
 //! any other optional member is absent or present with a value.
 
 use lab_strict_json::{Json, Number, Object, ShapeError};
+#[cfg(test)]
 use serde_json::{json, Value};
 
 use crate::filter::{self, Filter};
@@ -62,6 +63,7 @@ pub struct SpaceRef {
 
 impl SpaceRef {
     /// `{root_id, space_id}`.
+    #[cfg(test)]
     pub fn to_json(&self) -> Value {
         json!({ "root_id": self.root.to_string(), "space_id": self.space.to_string() })
     }
@@ -514,8 +516,18 @@ fn cursor(json: Json, field: &str) -> Result<String, Refusal> {
 /// `{root_id, space_id}` at `field`.
 pub(crate) fn space_ref(json: Json, field: &str) -> Result<SpaceRef, Refusal> {
     let mut members = Members::nested(json, field, &["root_id", "space_id"])?;
-    let root = root_id(members.required("root_id")?, &members.field("root_id"))?;
-    let space = space_id(members.required("space_id")?, &members.field("space_id"))?;
+    // Every request names a space: a well-formed identifier is taken
+    // without building its field's name, which only a refusal needs.
+    let root = members.required("root_id")?;
+    let root = match root.as_str().and_then(RootId::parse) {
+        Some(root) => root,
+        None => root_id(root, &members.field("root_id"))?,
+    };
+    let space = members.required("space_id")?;
+    let space = match space.as_str().and_then(SpaceId::parse) {
+        Some(space) => space,
+        None => space_id(space, &members.field("space_id"))?,
+    };
     members.finish()?;
     Ok(SpaceRef { root, space })
 }

@@ -7,17 +7,17 @@
 
 use crate::value::Value;
 
-pub(crate) const MAJOR_UNSIGNED: u8 = 0;
+pub const MAJOR_UNSIGNED: u8 = 0;
 pub(crate) const MAJOR_NEGATIVE: u8 = 1;
-pub(crate) const MAJOR_BYTES: u8 = 2;
-pub(crate) const MAJOR_TEXT: u8 = 3;
-pub(crate) const MAJOR_ARRAY: u8 = 4;
-pub(crate) const MAJOR_MAP: u8 = 5;
-pub(crate) const MAJOR_TAG: u8 = 6;
+pub const MAJOR_BYTES: u8 = 2;
+pub const MAJOR_TEXT: u8 = 3;
+pub const MAJOR_ARRAY: u8 = 4;
+pub const MAJOR_MAP: u8 = 5;
+pub const MAJOR_TAG: u8 = 6;
 pub(crate) const MAJOR_SIMPLE: u8 = 7;
 
 /// The one tag allowed: it marks a byte string as a label.
-pub(crate) const LABEL_TAG: u64 = 39;
+pub const LABEL_TAG: u64 = 39;
 
 pub(crate) const SIMPLE_FALSE: u8 = 20;
 pub(crate) const SIMPLE_TRUE: u8 = 21;
@@ -106,8 +106,10 @@ fn put_atom(out: &mut Vec<u8>, atom: &Value) {
     }
 }
 
-/// Writes a head with `arg` in its shortest form.
-pub(crate) fn put_head(out: &mut Vec<u8>, major: u8, arg: u64) {
+/// Writes a head with `arg` in its shortest form: with these, a caller
+/// writes the canonical encoding of a value it does not build as a
+/// [`Value`] (its map keys in canonical order, which is its to keep).
+pub fn put_head(out: &mut Vec<u8>, major: u8, arg: u64) {
     let initial = major << 5;
     if let Ok(small) = u8::try_from(arg) {
         if small < 24 {

@@ -10,7 +10,8 @@
 //! Modules:
 //! - `int`: [`Int`], integers in -2^64 ..= 2^64-1.
 //! - `value`: [`Value`] and [`Map`], the data model.
-//! - `encode`: [`encode`] and [`encode_into`], the canonical encoder.
+//! - `encode`: [`encode`] and [`encode_into`], the canonical encoder, and
+//!   [`put_head`] for callers that write an encoding themselves.
 //! - `decode`: [`decode`], [`decode_bounded`], [`decode_fact`] and their
 //!   errors, the strict decoder.
 //! - `data_json`: [`from_data_json`], [`data_json_digest`], [`digest_text`].
@@ -26,7 +27,10 @@ pub use data_json::{
     data_json_digest, digest_text, from_data_json, sha256_canonical, DataJsonError,
 };
 pub use decode::{decode, decode_bounded, decode_fact, Bound, DecodeError, Defect};
-pub use encode::{encode, encode_into};
+pub use encode::{
+    encode, encode_into, put_head, LABEL_TAG, MAJOR_ARRAY, MAJOR_BYTES, MAJOR_MAP, MAJOR_TAG,
+    MAJOR_TEXT, MAJOR_UNSIGNED,
+};
 pub use int::{Int, IntOutOfRange};
 pub use value::{Map, Value};
 

@@ -50,6 +50,7 @@ pub fn read(request: ReadRequest) -> Encoded {
     )?;
     let tail = SpaceTail::new(identity.root, space);
     let mut page = PageJson::open();
+    page.reserve(&tail, found.iter().map(|f| &f.record));
     for f in &found {
         page.entry(&tail, f.position, &f.record);
     }
@@ -85,7 +86,7 @@ pub fn query(request: QueryRequest) -> Encoded {
                     "`max_depth` disagrees with the snapshot",
                 ));
             }
-            check_size(&manifest)?;
+            // Its canonical size was bounded when it was decoded.
             let digest = manifest.digest();
             // A cursor is sealed by this instance and binds the manifest's
             // digest: the manifest it names was captured or validated when
@@ -161,6 +162,7 @@ pub fn query(request: QueryRequest) -> Encoded {
             &mut found,
         )?;
         let tail = SpaceTail::new(identity.root, listed.space);
+        page.reserve(&tail, found.iter().map(|f| &f.record));
         for f in &found {
             page.entry(&tail, f.position, &f.record);
         }

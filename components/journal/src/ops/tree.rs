@@ -1,9 +1,8 @@
 //! `resolve`, `children` and `head`: the tree as it stands at a cutoff.
 
-use super::{
-    cutoff, entry_ref_json, existing_space, identity, is_cutoff, space_json, space_ref_json, Answer,
-};
+use super::{cutoff, existing_space, identity, is_cutoff, space_json, Answer, Encoded};
 use crate::cursor::{self, ChildrenCursor, CursorKey};
+use crate::page_json::{self, ChildrenJson};
 use crate::refusal::Refusal;
 use crate::requests::{ChildrenRequest, HeadRequest, ResolveRequest};
 use crate::store;
@@ -39,18 +38,21 @@ pub fn resolve(request: ResolveRequest) -> Answer {
     }
 }
 
-pub fn head(request: HeadRequest) -> Answer {
+pub fn head(request: HeadRequest) -> Encoded {
     let txn = store::read()?;
     let identity = identity(&txn)?;
-    existing_space(&txn, &identity, &request.space)?;
-    let cutoff = cutoff(&txn, request.space.space)?;
-    Ok((
-        200,
-        json!({ "space": space_ref_json(identity.root, request.space.space), "cutoff": cutoff }),
-    ))
+    let space = request.space;
+    if space.root != identity.root {
+        return Err(Refusal::NotFound("no such root".into()));
+    }
+    // A space has a head from the transaction that creates it on, so its
+    // head alone settles that it exists.
+    let cutoff =
+        store::head(&txn, space.space)?.ok_or_else(|| Refusal::NotFound("no such space".into()))?;
+    Ok((200, page_json::head(identity.root, space.space, cutoff)))
 }
 
-pub fn children(request: ChildrenRequest) -> Answer {
+pub fn children(request: ChildrenRequest) -> Encoded {
     let txn = store::read()?;
     let identity = identity(&txn)?;
     existing_space(&txn, &identity, &request.space)?;
@@ -91,31 +93,24 @@ pub fn children(request: ChildrenRequest) -> Answer {
     // One more than the page holds tells whether the set goes on.
     let found = store::created(&txn, space, after, through, limit + 1)?;
     let more = found.len() > limit as usize;
-    let mut children = Vec::new();
+    let mut page = ChildrenJson::open();
     let mut last = after;
     for (position, child) in found.into_iter().take(limit as usize) {
         let record = store::space(&txn, child)?
             .ok_or_else(|| Refusal::Internal("a created child has no record".into()))?;
-        let key = record.path.last().cloned().unwrap_or_default();
-        children.push(json!({
-            "key": key,
-            "space": space_json(identity.root, child, &record.path),
-            "created_at": entry_ref_json(identity.root, space, position),
-        }));
+        page.child(identity.root, space, position, child, &record.path);
         last = position;
     }
-    let mut result = json!({
-        "space": space_ref_json(identity.root, space),
-        "through": through,
-        "children": children,
-    });
-    if more {
+    let next_cursor = more.then(|| {
         let next = ChildrenCursor {
             space,
             through,
             after_position: last,
         };
-        result["next_cursor"] = Value::String(cursor::seal_children(&key, &next));
-    }
-    Ok((200, result))
+        cursor::seal_children(&key, &next)
+    });
+    Ok((
+        200,
+        page.finish(identity.root, space, through, next_cursor.as_deref()),
+    ))
 }
