@@ -10,6 +10,11 @@
 //!   appends into PostgreSQL from as many clients over as many journals,
 //!   one transaction of the journal's three writes each
 //!   ([`crate::postgres`]; the row says so where it is not installed);
+//! - beside one single-fact appender, its ceiling through one HTTP request
+//!   per append: heed's commit per append after the empty journal request
+//!   at one client (the native no-op at one client shown inside it), and
+//!   the same append sent again, answered as a replay from a snapshot: the
+//!   append's request path without its commit;
 //! - beside 64 single-fact appenders, the ceiling of a component round
 //!   trip: `head` requests/s (read-only, one read transaction, nothing
 //!   written) from 64 keep-alive clients, and the same requests answered
@@ -76,6 +81,10 @@ const APPEND_TARGET: f64 = 0.70;
 /// The share of heed's commit-per-append rate one single-fact appender
 /// must reach.
 const SINGLE_TARGET: f64 = 0.80;
+/// One single-fact appender's rate over its ceiling, heed's commit after
+/// the empty journal request at one client: the target under that ceiling
+/// when it stands below [`SINGLE_TARGET`] of heed.
+const SINGLE_CEILING_TARGET: f64 = 0.80;
 /// The tree: children of its scope, and children of each of those.
 const TREE_PARENTS: usize = 10;
 const TREE_CHILDREN: usize = 99;
@@ -592,6 +601,8 @@ async fn appends(
     let mut labd: [Load; CLIENTS.len()] = Default::default();
     let mut sql: [(u64, Duration); CLIENTS.len()] = Default::default();
     let (mut head, mut noop, mut empty) = (Load::default(), Load::default(), Load::default());
+    let (mut noop_one, mut empty_one, mut replay_one) =
+        (Load::default(), Load::default(), Load::default());
     for _ in 0..ROUNDS {
         let bound = BASELINE.share(ROUNDS);
         single.add(tokio::task::block_in_place(|| {
@@ -614,6 +625,10 @@ async fn appends(
         }
         if let Some(native) = native {
             let time = APPEND_TIME / ROUNDS;
+            noop_one.add(head_load(target, native, journals, 1, time).await?);
+            empty_one.add(empty_load(target, 1, time).await?);
+            *run += 1;
+            replay_one.add(replay_load(target, journals, time, *run).await?);
             head.add(head_load(target, target.operations, journals, GROUP, time).await?);
             noop.add(head_load(target, native, journals, GROUP, time).await?);
             empty.add(empty_load(target, GROUP, time).await?);
@@ -663,6 +678,14 @@ async fn appends(
             percent(ratio),
             target,
         ));
+        if batch == 1 && clients == 1 && native.is_some() {
+            rows.extend(single_ceiling_rows(
+                label,
+                load,
+                [&noop_one, &empty_one, &replay_one],
+                per_second(single.batches, single.elapsed),
+            ));
+        }
         if clients == GROUP && native.is_some() {
             rows.extend(ceiling_rows(
                 label,
@@ -756,6 +779,77 @@ fn ceiling_rows(label: &str, appends: &Load, ceilings: [&Load; 3], grouped: f64)
         ),
     ]);
     rows
+}
+
+/// The ceiling of one client's single-fact appends through one HTTP
+/// request each: the request can be no faster than heed's durable commit
+/// (`commit_rate`, commits/s) after the empty journal request at one
+/// client (`empty`: HTTP, a fresh instance, the call, its drop; `noop`, the
+/// native hyper no-op at one client, is the HTTP round trip inside it).
+/// Then whether the target share of heed is reachable under it, and the
+/// appends' share of the ceiling against the target met in its place.
+fn single_ceiling_rows(
+    label: &str,
+    appends: &Load,
+    floors: [&Load; 3],
+    commit_rate: f64,
+) -> Vec<Row> {
+    let [noop, empty, replay] = floors;
+    let micros =
+        |load: &Load| load.written.elapsed.as_secs_f64() * 1e6 / load.written.batches.max(1) as f64;
+    let (commit, request, round_trip) = (1e6 / commit_rate, micros(empty), micros(noop));
+    let ceiling = 1e6 / (commit + request);
+    let append_rate = per_second(appends.written.batches, appends.written.elapsed);
+    let replayed = micros(replay);
+    vec![
+        Row::new(
+            format!(
+                "  ceiling: append 1 fact c=1, {label}: heed commit + empty journal request c=1"
+            ),
+            format!(
+                "{ceiling:.0}/s ({:.0} µs = {commit:.0} µs commit + {request:.0} µs empty request, \
+                 of which {round_trip:.0} µs native round trip; n={}, {})",
+                commit + request,
+                empty.written.batches,
+                noop.written.batches
+            ),
+            format!("{commit_rate:.0} heed, commit per append"),
+            percent(ceiling / commit_rate),
+            format!(
+                "{} of heed reachable under this ceiling: {}",
+                percent(SINGLE_TARGET),
+                if ceiling >= SINGLE_TARGET * commit_rate {
+                    "yes"
+                } else {
+                    "no"
+                }
+            ),
+        ),
+        Row::new(
+            format!("  append 1 fact c=1 / its ceiling, {label}"),
+            format!("{append_rate:.0} ({:.0} µs/append)", 1e6 / append_rate),
+            format!("{ceiling:.0} ceiling"),
+            percent(append_rate / ceiling),
+            verdict(
+                &format!(">= {} of the ceiling", percent(SINGLE_CEILING_TARGET)),
+                append_rate >= SINGLE_CEILING_TARGET * ceiling,
+            ),
+        ),
+        Row::new(
+            format!("  ref: append 1 fact c=1 replayed (from a snapshot, no write), {label}"),
+            format!(
+                "{replayed:.0} µs/append (n={}; labd {:.0} µs CPU/req)",
+                replay.written.batches,
+                replay.cpu.as_secs_f64() * 1e6 / replay.written.batches.max(1) as f64
+            ),
+            format!("{:.0} µs/append written", 1e6 / append_rate),
+            percent(replayed * append_rate / 1e6),
+            format!(
+                "measured: the append's path without its commit; commit + replay = {:.0} µs",
+                commit + replayed
+            ),
+        ),
+    ]
 }
 
 fn per_second(count: u64, elapsed: Duration) -> f64 {
@@ -968,6 +1062,34 @@ async fn empty_load(target: &Target, clients: usize, time: Duration) -> Result<L
         }),
     };
     post_load(target, target.operations, clients, time, requests).await
+}
+
+/// One client sending one append again and again for `time`: after the
+/// first, each is answered from a snapshot as a replay (200), so its rate
+/// is an append's request path without the writer and its commit.
+async fn replay_load(
+    target: &Target,
+    journals: &Arc<Vec<String>>,
+    time: Duration,
+    run: u64,
+) -> Result<Load> {
+    let facts = serde_json::to_string(&[base64(&fact("bench", 0))])?;
+    let body = format!(
+        r#"{{"space":{},"facts":{facts},"operation_id":"replay-{run}"}}"#,
+        journals[0]
+    );
+    let mut api = Api::connect(target.operations).await?;
+    appended(&api.post("append", body.as_bytes(), 201).await?, 1)?;
+    let requests = Requests {
+        op: "append",
+        want: 200,
+        body: Some(Box::new(move |_, _| body.clone())),
+        check: Box::new(|answer| {
+            ensure!(answer["replayed"] == true, "a replay answered {answer}");
+            Ok(())
+        }),
+    };
+    post_load(target, target.operations, 1, time, requests).await
 }
 
 /// What the clients of a measured run post.
