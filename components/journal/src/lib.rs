@@ -150,8 +150,9 @@ fn encode((status, result): (u16, serde_json::Value)) -> (u16, Vec<u8>) {
 fn read_body(request: &Request, body: &IncomingBody) -> Result<Vec<u8>, Refusal> {
     let content_type =
         lab_kit::header(request, "content-type").map_err(Refusal::invalid_request)?;
-    requests::check_envelope(content_type, body.declared_length().unwrap_or(0))?;
-    lab_kit::body::read_to_end(body, MAX_BODY_BYTES).map_err(|e| match e {
+    let declared = body.declared_length();
+    requests::check_envelope(content_type, declared.unwrap_or(0))?;
+    lab_kit::body::read_declared_to_end(body, declared, MAX_BODY_BYTES).map_err(|e| match e {
         ReadError::TooLarge => Refusal::EnvelopeTooLarge,
         ReadError::Broken(e) => {
             Refusal::invalid_request(format!("the request body broke off: {e:?}"))
