@@ -8,6 +8,7 @@
 //! - [`manifest`]: snapshot manifests, their normalization and digest.
 //! - [`cursor`]: sealed, self-validating cursors.
 //! - [`store`]: the storage layout over the key-value store.
+//! - [`fetched`]: point reads of one snapshot fetched in one exchange.
 //! - [`pager`]: one page of a fixed prefix under the page budgets.
 //! - [`page_json`]: the JSON text of `read`, `query`, `children` and `head`
 //!   answers.
@@ -15,6 +16,7 @@
 //! - [`operational`]: `livez`, `healthz`, `describe`, `describe/{file}`.
 
 pub mod cursor;
+pub mod fetched;
 pub mod filter;
 pub mod ids;
 pub mod manifest;
