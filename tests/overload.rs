@@ -366,6 +366,11 @@ fn the_host_clamps_what_a_guest_asks_for() {
     assert_eq!(coord.get("/kv/scan?key=10").body, b"10");
     assert_eq!(coord.get("/kv/scan?key=1024").body, b"1024");
     assert_eq!(coord.get("/kv/scan?key=4000000000").body, b"1024");
+    // A `read-all` reads at most 1024 keys; past them it reads nothing.
+    assert_eq!(coord.get("/kv/read-all?key=3").body, b"3 of 3");
+    assert_eq!(coord.get("/kv/read-all?key=1024").body, b"1024 of 1024");
+    let refused = coord.get("/kv/read-all?key=1025");
+    assert_eq!((refused.status, refused.body), (413, b"too-large".to_vec()));
 
     // A guest's blob cap is never above --blob-cap.
     let fits = coord.post("/blob/put", None, &vec![1; 100_000]);

@@ -82,6 +82,9 @@ enum Service {
     /// The top-level request path alone: the small-get rows and the
     /// journal `head` against the native no-op.
     Callpath,
+    /// The journal `head` at 64 clients, the native no-op and the empty
+    /// journal request alone.
+    Head,
     /// `labd backup` against a plain copy (alone, over blobs it puts first;
     /// in a whole run, over what every other row wrote).
     Backup,
@@ -160,6 +163,8 @@ fn main() -> Result<()> {
             }
             if only == Some(Service::Callpath) {
                 rows.extend(measure::small_gets(bytes, scratch.clone(), threads, rps_time).await?);
+            }
+            if matches!(only, Some(Service::Callpath | Service::Head)) {
                 rows.extend(journal::head_rows(&journal, threads).await?);
             }
             let part = match only {

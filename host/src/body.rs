@@ -30,6 +30,7 @@ pub fn with_idle_limit(body: RawBody, idle: std::time::Duration) -> RawBody {
     IdleLimited {
         body: Some(body),
         idle,
+        waiting_since: None,
         deadline: None,
     }
     .boxed_unsync()
@@ -39,7 +40,12 @@ struct IdleLimited {
     /// None once the body ended or timed out.
     body: Option<RawBody>,
     idle: std::time::Duration,
-    /// Set while a reader waits for a frame.
+    /// When the reader began waiting for the next frame.
+    waiting_since: Option<tokio::time::Instant>,
+    /// The end of that wait, armed at its second pending poll: the first
+    /// is usually answered by a frame already in the connection's buffer
+    /// (hyper reads a body once its reader asks), and a timer armed and
+    /// cancelled costs more than a second poll.
     deadline: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
@@ -57,6 +63,7 @@ impl Body for IdleLimited {
         };
         match Pin::new(body).poll_frame(cx) {
             Poll::Ready(frame) => {
+                this.waiting_since = None;
                 this.deadline = None;
                 if frame.is_none() {
                     this.body = None;
@@ -65,13 +72,19 @@ impl Body for IdleLimited {
             }
             Poll::Pending => {
                 let idle = this.idle;
+                let Some(since) = this.waiting_since else {
+                    this.waiting_since = Some(tokio::time::Instant::now());
+                    cx.waker().wake_by_ref();
+                    return Poll::Pending;
+                };
                 let deadline = this
                     .deadline
-                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(idle)));
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(since + idle)));
                 match deadline.as_mut().poll(cx) {
                     Poll::Pending => Poll::Pending,
                     Poll::Ready(()) => {
                         this.body = None;
+                        this.waiting_since = None;
                         this.deadline = None;
                         let message = format!("no body bytes for {} ms", idle.as_millis());
                         Poll::Ready(Some(Err(message.into())))
@@ -179,6 +192,11 @@ impl IncomingBody {
         while self.pending.is_empty() {
             if let Some(reason) = &self.failure {
                 return Err(reason.clone());
+            }
+            // Every declared byte was read: the transfer holds no more
+            // (its framing ends it there), so its end is not waited for.
+            if self.declared == Some(self.consumed) {
+                return Ok(false);
             }
             let Some(body) = self.body.as_mut() else {
                 return Ok(false);
@@ -486,6 +504,21 @@ mod tests {
         let failure = body.read(10).await.unwrap_err();
         assert!(failure.contains("no body bytes for 50 ms"), "{failure}");
         assert!(body.read(10).await.is_err(), "the failure sticks");
+    }
+
+    #[tokio::test]
+    async fn a_body_read_to_its_declared_length_ends_without_polling_the_transfer() {
+        // The transfer never ends by itself: only the declared length does.
+        let mut body = IncomingBody::new(Stalled(true).boxed_unsync(), Some(1));
+        assert_eq!(body.read(10).await.unwrap(), Bytes::from_static(b"x"));
+        let mut end = std::pin::pin!(body.read(10));
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        assert!(matches!(end.as_mut().poll(&mut cx), Poll::Ready(Ok(b)) if b.is_empty()));
+        // An undeclared length is ended by the transfer alone.
+        let mut body = IncomingBody::new(Stalled(true).boxed_unsync(), None);
+        assert_eq!(body.read(10).await.unwrap(), Bytes::from_static(b"x"));
+        let mut end = std::pin::pin!(body.read(10));
+        assert!(end.as_mut().poll(&mut cx).is_pending());
     }
 
     #[tokio::test]

@@ -45,16 +45,17 @@ impl MapGate {
     /// A pass, once the gate is open.
     pub async fn enter(self: &Arc<Self>) -> ReadPass {
         loop {
-            // Registered before the state is looked at, so a reopening
-            // between the look and the wait is not missed.
-            let reopened = self.reopened.notified();
-            {
+            let reopened = {
                 let mut state = self.state.lock().unwrap();
                 if !state.closed {
                     state.readers += 1;
                     return ReadPass(Arc::clone(self));
                 }
-            }
+                // Made while the gate is seen closed, under the lock the
+                // reopening takes before it notifies: that notification
+                // reaches this waiter.
+                self.reopened.notified()
+            };
             reopened.await;
         }
     }
@@ -82,7 +83,9 @@ impl Drop for ReadPass {
     fn drop(&mut self) {
         let mut state = self.0.state.lock().unwrap();
         state.readers -= 1;
-        if state.readers == 0 {
+        // Only a writer that closed the gate waits for the passes out; an
+        // open gate's last pass wakes no one (a notification is a syscall).
+        if state.readers == 0 && state.closed {
             self.0.drained.notify_all();
         }
     }

@@ -8,6 +8,7 @@
 //! - [`manifest`]: snapshot manifests, their normalization and digest.
 //! - [`cursor`]: sealed, self-validating cursors.
 //! - [`store`]: the storage layout over the key-value store.
+//! - [`fetched`]: point reads of one snapshot fetched in one exchange.
 //! - [`pager`]: one page of a fixed prefix under the page budgets.
 //! - [`page_json`]: the JSON text of `read`, `query`, `children` and `head`
 //!   answers.
@@ -15,6 +16,7 @@
 //! - [`operational`]: `livez`, `healthz`, `describe`, `describe/{file}`.
 
 pub mod cursor;
+pub mod fetched;
 pub mod filter;
 pub mod ids;
 pub mod manifest;
@@ -150,8 +152,9 @@ fn encode((status, result): (u16, serde_json::Value)) -> (u16, Vec<u8>) {
 fn read_body(request: &Request, body: &IncomingBody) -> Result<Vec<u8>, Refusal> {
     let content_type =
         lab_kit::header(request, "content-type").map_err(Refusal::invalid_request)?;
-    requests::check_envelope(content_type, body.declared_length().unwrap_or(0))?;
-    lab_kit::body::read_to_end(body, MAX_BODY_BYTES).map_err(|e| match e {
+    let declared = body.declared_length();
+    requests::check_envelope(content_type, declared.unwrap_or(0))?;
+    lab_kit::body::read_declared_to_end(body, declared, MAX_BODY_BYTES).map_err(|e| match e {
         ReadError::TooLarge => Refusal::EnvelopeTooLarge,
         ReadError::Broken(e) => {
             Refusal::invalid_request(format!("the request body broke off: {e:?}"))

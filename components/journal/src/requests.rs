@@ -214,10 +214,42 @@ pub fn decode_children(body: &[u8]) -> Result<ChildrenRequest, Refusal> {
 }
 
 pub fn decode_head(body: &[u8]) -> Result<HeadRequest, Refusal> {
+    compact_head(body).map_or_else(|| decode_head_document(body), Ok)
+}
+
+/// `decode_head` of any text: the document parsed and checked in full.
+fn decode_head_document(body: &[u8]) -> Result<HeadRequest, Refusal> {
     let mut body = Members::body(body, &["space"])?;
     let space = space_ref(body.required("space")?, "space")?;
     body.finish()?;
     Ok(HeadRequest { space })
+}
+
+/// A `head` request in its compact form, `{"space":{"root_id":"…",
+/// "space_id":"…"}}` with well-formed identifiers and no whitespace (what
+/// serializers write), read in place without building the document; none
+/// for any other text, which [`decode_head`] reads in full. The form admits
+/// no escape, duplicate or other member, so the full reading of the same
+/// bytes answers the same request.
+fn compact_head(body: &[u8]) -> Option<HeadRequest> {
+    /// The text up to the next `"`, and what follows that quote.
+    fn quoted(text: &[u8]) -> Option<(&str, &[u8])> {
+        let end = text.iter().position(|&b| b == b'"')?;
+        Some((std::str::from_utf8(&text[..end]).ok()?, &text[end + 1..]))
+    }
+    let rest = body.strip_prefix(br#"{"space":{"root_id":""#)?;
+    let (root, rest) = quoted(rest)?;
+    let rest = rest.strip_prefix(br#","space_id":""#)?;
+    let (space, rest) = quoted(rest)?;
+    if rest != b"}}" {
+        return None;
+    }
+    Some(HeadRequest {
+        space: SpaceRef {
+            root: RootId::parse(root)?,
+            space: SpaceId::parse(space)?,
+        },
+    })
 }
 
 pub fn decode_append(body: &[u8]) -> Result<AppendRequest, Refusal> {
@@ -985,6 +1017,46 @@ pub(crate) mod tests {
         assert!(children(json!({"space": space_json(), "cursor": long})).is_ok());
         let longer = "c".repeat(MAX_CURSOR_CHARS + 1);
         assert_limit(children(json!({"space": space_json(), "cursor": longer})));
+    }
+
+    #[test]
+    fn a_compact_head_reads_as_its_document_does() {
+        let compact = format!(r#"{{"space":{{"root_id":"{ROOT}","space_id":"{SPACE}"}}}}"#);
+        assert_eq!(compact.as_bytes(), body(json!({"space": space_json()})));
+        let read = compact_head(compact.as_bytes()).expect("the compact form");
+        assert_eq!(Ok(read.clone()), decode_head_document(compact.as_bytes()));
+        // Anything else is read in full, with the same answer or refusal
+        // as before the compact reading existed.
+        let upper_root = ROOT.to_uppercase();
+        let others = [
+            format!(r#"{{ "space":{{"root_id":"{ROOT}","space_id":"{SPACE}"}}}}"#),
+            format!(r#"{{"space":{{"space_id":"{SPACE}","root_id":"{ROOT}"}}}}"#),
+            format!(r#"{{"space":{{"root_id":"{ROOT}","space_id":"{SPACE}"}}}} "#),
+            format!(r#"{{"space":{{"root_id":"{upper_root}","space_id":"{SPACE}"}}}}"#),
+            format!(r#"{{"space":{{"root_id":"{ROOT}","space_id":"{ROOT}"}}}}"#),
+            format!(
+                r#"{{"space":{{"root_id":"{ROOT}","space_id":"spc_\u0030{}"}}}}"#,
+                &SPACE[5..]
+            ),
+            format!(r#"{{"space":{{"root_id":"{ROOT}","space_id":"{SPACE}","x":1}}}}"#),
+            format!(r#"{{"space":{{"root_id":"{ROOT}","space_id":"{SPACE}"}},"space":1}}"#),
+            format!(r#"{{"space":{{"root_id":"{ROOT}","space_id":"{SPACE}"}}}}}}"#),
+            format!(r#"{{"space":{{"root_id":"{ROOT}","space_id":"{SPACE}""#),
+            format!(r#"{{"space":{{"root_id":"{ROOT}"}}}}"#),
+        ];
+        for text in &others {
+            assert_eq!(compact_head(text.as_bytes()), None, "{text}");
+            assert_eq!(
+                decode_head(text.as_bytes()),
+                decode_head_document(text.as_bytes()),
+                "{text}"
+            );
+        }
+        // The whitespace and member order the compact form leaves to the
+        // full reading still name the same space.
+        for text in &others[..3] {
+            assert_eq!(decode_head(text.as_bytes()), Ok(read.clone()), "{text}");
+        }
     }
 
     #[test]

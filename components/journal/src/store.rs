@@ -110,6 +110,23 @@ pub fn read() -> Result<kv::ReadTxn, Refusal> {
     kv::begin_read().map_err(unavailable)
 }
 
+/// The identity and the head of `space`, read from one snapshot in one
+/// exchange with the store: [`identity`] and [`head`] of `space` read it.
+pub fn read_head(space: SpaceId) -> Result<crate::fetched::Fetched, Refusal> {
+    let keys = vec![
+        TableKey {
+            table: META.into(),
+            key: b"identity".to_vec(),
+        },
+        TableKey {
+            table: HEAD.into(),
+            key: space.0.to_vec(),
+        },
+    ];
+    let values = kv::read_all(&keys).map_err(unavailable)?;
+    crate::fetched::Fetched::new(keys, values)
+}
+
 /// A write transaction; see [`Writes`].
 pub fn write() -> Result<kv::WriteTxn, Refusal> {
     kv::begin_write().map_err(unavailable)

@@ -244,6 +244,23 @@ impl Guest for Probe {
                 let found = txn.scan("fill", &range).expect("scan");
                 text(200, &found.len().to_string())
             }
+            ("GET", "/kv/read-all") => {
+                let n: u32 = String::from_utf8(param(0)).unwrap().parse().expect("N");
+                let keys: Vec<kv::TableKey> = (0..n)
+                    .map(|i| kv::TableKey {
+                        table: "fill".into(),
+                        key: format!("{i:08}").into_bytes(),
+                    })
+                    .collect();
+                match kv::read_all(&keys) {
+                    Ok(found) => {
+                        let present = found.iter().filter(|v| v.is_some()).count();
+                        text(200, &format!("{present} of {}", found.len()))
+                    }
+                    Err(kv::KvError::TooLarge) => text(413, "too-large"),
+                    Err(e) => text(500, &format!("{e:?}")),
+                }
+            }
             ("POST", "/blob/put") => blob_answer(blobs::put_from_body(body, None, u64::MAX)),
             ("POST", "/blob/write") => {
                 let n: usize = String::from_utf8(param(0)).unwrap().parse().expect("N");

@@ -68,6 +68,9 @@ fn entries(found: Vec<(Vec<u8>, Vec<u8>)>) -> Vec<kv::Entry> {
 /// Most entries one scan answers, whatever limit it asks for: a scan's
 /// answer is copied whole into the instance's memory.
 pub const MAX_SCAN_ENTRIES: u32 = 1024;
+/// Most keys one `read-all` reads: its answer, like a scan's, is held
+/// whole in the host, then copied into the instance's memory.
+pub const MAX_READ_ALL_KEYS: usize = MAX_SCAN_ENTRIES as usize;
 
 fn range(range: kv::Range) -> Range {
     Range {
@@ -84,6 +87,24 @@ impl kv::Host for RequestState {
             Ok(txn) => Ok(self.table.push(txn)?),
             Err(e) => Err(wit_error(e)),
         })
+    }
+
+    async fn read_all(
+        &mut self,
+        keys: Vec<kv::TableKey>,
+    ) -> Result<Result<Vec<Option<Vec<u8>>>, kv::KvError>> {
+        if keys.len() > MAX_READ_ALL_KEYS {
+            return Ok(Err(kv::KvError::TooLarge));
+        }
+        let txn = match self.env.kv.read().await {
+            Ok(txn) => txn,
+            Err(e) => return Ok(Err(wit_error(e))),
+        };
+        Ok(keys
+            .iter()
+            .map(|k| txn.get(&k.table, &k.key))
+            .collect::<Result<_, _>>()
+            .map_err(wit_error))
     }
 
     async fn begin_write(&mut self) -> Result<Result<Resource<WriteTxn>, kv::KvError>> {

@@ -39,9 +39,9 @@ pub fn resolve(request: ResolveRequest) -> Answer {
 }
 
 pub fn head(request: HeadRequest) -> Encoded {
-    let txn = store::read()?;
-    let identity = identity(&txn)?;
     let space = request.space;
+    let txn = store::read_head(space.space)?;
+    let identity = identity(&txn)?;
     if space.root != identity.root {
         return Err(Refusal::NotFound("no such root".into()));
     }
