@@ -65,8 +65,9 @@ fn entries(found: Vec<(Vec<u8>, Vec<u8>)>) -> Vec<kv::Entry> {
         .collect()
 }
 
-/// Most entries one scan answers, whatever limit it asks for: a scan's
-/// answer is copied whole into the instance's memory.
+/// Most entries one scan answers, whatever limit it asks for, and most keys
+/// one batch read of a read transaction asks for: the answer is copied
+/// whole into the instance's memory.
 pub const MAX_SCAN_ENTRIES: u32 = 1024;
 
 fn range(range: kv::Range) -> Range {
@@ -131,6 +132,24 @@ impl kv::HostReadTxn for RequestState {
         key: Vec<u8>,
     ) -> Result<Result<Option<Vec<u8>>, kv::KvError>> {
         Ok(self.table.get(&this)?.get(&table, &key).map_err(wit_error))
+    }
+
+    async fn get_all(
+        &mut self,
+        this: Resource<ReadTxn>,
+        keys: Vec<kv::TableKey>,
+    ) -> Result<Result<Vec<Option<Vec<u8>>>, kv::KvError>> {
+        // Bounded like a scan: the answer is copied whole into the
+        // instance's memory.
+        if keys.len() > MAX_SCAN_ENTRIES as usize {
+            return Ok(Err(kv::KvError::TooLarge));
+        }
+        let txn = self.table.get(&this)?;
+        Ok(keys
+            .iter()
+            .map(|k| txn.get(&k.table, &k.key))
+            .collect::<Result<_, _>>()
+            .map_err(wit_error))
     }
 
     async fn scan(
