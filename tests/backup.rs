@@ -618,6 +618,119 @@ fn the_check_passes_a_clean_store_and_finds_a_flipped_bit_a_deleted_entry_and_a_
     }
 }
 
+#[test]
+fn the_argument_index_is_checked_and_a_store_from_before_it_is_served_without_it() {
+    use sha2::Digest as _;
+    let labd = Labd::start("check-arguments", &[]);
+    let journal = labd.journal();
+    let space = journal_space(&journal, "indexed");
+    for i in 0..4 {
+        let facts: Vec<String> = (0..3).map(|k| b64(&fact(&format!("{i}-{k}")))).collect();
+        let body = json!({ "space": space, "facts": facts, "operation_id": format!("a-{i}") });
+        assert_eq!(
+            journal.post_json("/v1/append", &body.to_string()).status,
+            201
+        );
+    }
+    let dir = labd.kill();
+    let state = dir.join("state");
+    let clean = check(&state, &[]);
+    assert_eq!(clean.status.code(), Some(0), "{}", stdout_of(&clean));
+    assert!(
+        !stdout_of(&clean).contains("before the argument index"),
+        "{}",
+        stdout_of(&clean)
+    );
+    let space_id = space["space_id"].as_str().unwrap();
+    let id = hex::decode(space_id.strip_prefix("spc_").unwrap()).unwrap();
+    let argument_key = |text: &str, position: u64| {
+        let value = lab_values::encode(&lab_values::Value::text(text));
+        let digest = sha2::Sha256::digest(&value);
+        [
+            &b"argument\0"[..],
+            &id,
+            &0u16.to_be_bytes(),
+            &digest[..16],
+            &position.to_be_bytes(),
+        ]
+        .concat()
+    };
+
+    // The row of entry 5's argument ("1-1"), moved to position 6.
+    let moved = copy_of(&state, "check-argument-moved");
+    edit_store(&moved, "journal", |txn, db| {
+        assert!(
+            db.delete(txn, &argument_key("1-1", 5)).unwrap(),
+            "the row to move is not stored"
+        );
+        db.put(txn, &argument_key("1-1", 6), b"").unwrap();
+    });
+    let report = problems_of(&moved);
+    assert!(
+        report.contains(&format!(
+            "problem: journal: the entry {space_id}@5 has no argument index row for argument 0"
+        )),
+        "{report}"
+    );
+    assert!(
+        report.contains("names no entry with that argument"),
+        "{report}"
+    );
+    assert_eq!(report.matches("problem: ").count(), 2, "{report}");
+
+    // A store from before the argument index: no marker, no rows.
+    let old = copy_of(&state, "check-argument-old");
+    edit_store(&old, "journal", |txn, db| {
+        assert!(db.delete(txn, b"meta\0argument-index").unwrap());
+        let rows: Vec<Vec<u8>> = db
+            .prefix_iter(txn, b"argument\0")
+            .unwrap()
+            .map(|r| r.unwrap().0.to_vec())
+            .collect();
+        let ours = rows.iter().filter(|k| k[9..25] == id[..]).count();
+        assert_eq!(ours, 12, "one row per appended fact's one argument");
+        for key in rows {
+            db.delete(txn, &key).unwrap();
+        }
+    });
+    let out = check(&old, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+    assert!(
+        stdout_of(&out)
+            .contains("note: journal: the store was provisioned before the argument index"),
+        "{}",
+        stdout_of(&out)
+    );
+    // Served: an argument filter finds the old entry and a new one.
+    let labd = Labd::start_in(old.parent().unwrap().to_path_buf(), Vec::new());
+    let journal = labd.journal();
+    let body = json!({ "space": space, "facts": [b64(&fact("1-1"))], "operation_id": "a-new" });
+    assert_eq!(
+        journal.post_json("/v1/append", &body.to_string()).status,
+        201
+    );
+    let equals = b64(&lab_values::encode(&lab_values::Value::text("1-1")));
+    let read =
+        json!({ "space": space, "filter": { "arguments": [{ "index": 0, "equals": equals }] } });
+    let page = journal.post_json("/v1/read", &read.to_string());
+    assert_eq!(page.status, 200, "{}", text(&page.body));
+    let positions: Vec<u64> = page.json()["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["ref"]["position"].as_u64().unwrap())
+        .collect();
+    assert_eq!(positions, [5, 13]);
+    labd.kill();
+    for dir in [
+        dir,
+        moved.parent().unwrap().to_path_buf(),
+        old.parent().unwrap().to_path_buf(),
+    ] {
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
+
 /// The report of `labd check` on a store with problems (exit 1).
 fn problems_of(data_dir: &Path) -> String {
     let out = check(data_dir, &[]);

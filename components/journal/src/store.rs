@@ -8,6 +8,7 @@ use lab_guest::lab::platform::kv::{
     self, BatchOutcome, CounterSlot, Entry, KvError, Range, SequencedBatch, SequencedWrite,
     TableKey, TableWrite,
 };
+use sha2::{Digest, Sha256};
 
 const META: &str = "meta";
 const SPACE: &str = "space";
@@ -16,7 +17,13 @@ const ENTRY: &str = "entry";
 const CHILD: &str = "child";
 const CREATED: &str = "created";
 const PREDICATE: &str = "predicate";
+const ARGUMENT: &str = "argument";
 const RECEIPT: &str = "receipt";
+
+/// The `meta` key whose presence says every entry has its `argument` rows:
+/// written when the store is provisioned, so a store provisioned before the
+/// argument index existed lacks it (`docs/journal.md`, "Storage layout").
+const ARGUMENT_INDEX_MARKER: &[u8] = b"argument-index";
 
 /// Who this store is: provisioned once, kept for ever.
 #[derive(Debug, Clone, Copy)]
@@ -82,12 +89,18 @@ fn corrupt(what: &str) -> Refusal {
 /// Reads, in a read or in a write transaction.
 pub trait Reads {
     fn get(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>, Refusal>;
+    /// The values of `keys`, in order, in one exchange with the store.
+    fn get_all(&self, keys: &[TableKey]) -> Result<Vec<Option<Vec<u8>>>, Refusal>;
     fn scan(&self, table: &str, range: &Range) -> Result<Vec<Entry>, Refusal>;
 }
 
 impl Reads for kv::ReadTxn {
     fn get(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>, Refusal> {
         kv::ReadTxn::get(self, table, key).map_err(unavailable)
+    }
+
+    fn get_all(&self, keys: &[TableKey]) -> Result<Vec<Option<Vec<u8>>>, Refusal> {
+        kv::ReadTxn::get_all(self, keys).map_err(unavailable)
     }
 
     fn scan(&self, table: &str, range: &Range) -> Result<Vec<Entry>, Refusal> {
@@ -98,6 +111,10 @@ impl Reads for kv::ReadTxn {
 impl Reads for kv::WriteTxn {
     fn get(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>, Refusal> {
         kv::WriteTxn::get(self, table, key).map_err(unavailable)
+    }
+
+    fn get_all(&self, keys: &[TableKey]) -> Result<Vec<Option<Vec<u8>>>, Refusal> {
+        kv::WriteTxn::get_all(self, keys).map_err(unavailable)
     }
 
     fn scan(&self, table: &str, range: &Range) -> Result<Vec<Entry>, Refusal> {
@@ -137,6 +154,11 @@ fn u64_at(bytes: &[u8], at: usize) -> Option<u64> {
 
 fn id_at(bytes: &[u8], at: usize) -> Option<[u8; 16]> {
     bytes.get(at..at + 16)?.try_into().ok()
+}
+
+/// Whether every entry of the store has its `argument` rows.
+pub fn argument_index_complete(r: &impl Reads) -> Result<bool, Refusal> {
+    Ok(r.get(META, ARGUMENT_INDEX_MARKER)?.is_some())
 }
 
 pub fn identity(r: &impl Reads) -> Result<Option<Identity>, Refusal> {
@@ -242,6 +264,32 @@ fn encode_entry(origin: Origin, first: u64, last: u64, fact: &[u8]) -> Vec<u8> {
     bytes
 }
 
+/// The entries at `positions`, in order, in one exchange with the store;
+/// each must exist (an index names it).
+pub fn entries_at(
+    r: &impl Reads,
+    space: SpaceId,
+    positions: &[u64],
+) -> Result<Vec<EntryRecord>, Refusal> {
+    let keys: Vec<TableKey> = positions
+        .iter()
+        .map(|p| TableKey {
+            table: ENTRY.into(),
+            key: concat(&[&space.0, &p.to_be_bytes()]),
+        })
+        .collect();
+    r.get_all(&keys)?
+        .into_iter()
+        .zip(positions)
+        .map(|(bytes, position)| {
+            let bytes = bytes.ok_or_else(|| {
+                Refusal::Internal(format!("an indexed entry at {position} is missing"))
+            })?;
+            decode_entry(bytes).ok_or_else(|| corrupt("entry"))
+        })
+        .collect()
+}
+
 /// The range of `table` keys `prefix ‖ position` for positions in
 /// (after, through], at most `limit`.
 fn positions(prefix: &[u8], after: u64, through: u64, limit: u32) -> Range {
@@ -324,6 +372,69 @@ pub fn predicate_positions(
         .into_iter()
         .map(|e| u64_at(&e.key, 32).ok_or_else(|| corrupt("predicate key")))
         .collect()
+}
+
+/// Positions in (after, through] whose fact's argument `index` has the
+/// value with this index key, in order, at most `limit`.
+pub fn argument_positions(
+    r: &impl Reads,
+    space: SpaceId,
+    index: u16,
+    value_key: &[u8; 16],
+    after: u64,
+    through: u64,
+    limit: u32,
+) -> Result<Vec<u64>, Refusal> {
+    if after >= through {
+        return Ok(Vec::new());
+    }
+    let prefix = concat(&[&space.0, &index.to_be_bytes(), value_key]);
+    r.scan(ARGUMENT, &positions(&prefix, after, through, limit))?
+        .into_iter()
+        .map(|e| u64_at(&e.key, 34).ok_or_else(|| corrupt("argument key")))
+        .collect()
+}
+
+/// The index key of a canonical value: the first 16 octets of its SHA-256.
+pub fn index_key(canonical: &[u8]) -> [u8; 16] {
+    let digest = Sha256::digest(canonical);
+    let mut key = [0u8; 16];
+    key.copy_from_slice(&digest[..16]);
+    key
+}
+
+/// The index keys of one fact: its predicate's and each argument's, in
+/// order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FactIndex {
+    pub predicate: [u8; 16],
+    pub arguments: Vec<[u8; 16]>,
+}
+
+impl FactIndex {
+    /// The keys of a validated fact, read from its bytes without decoding
+    /// it into values.
+    pub fn of(fact: &[u8]) -> Result<FactIndex, Refusal> {
+        let children = lab_values::tuple_children(fact)
+            .map_err(|e| Refusal::Internal(format!("a validated fact does not decode: {e}")))?;
+        let (predicate, arguments) = children
+            .split_first()
+            .ok_or_else(|| Refusal::Internal("a validated fact is not a fact".into()))?;
+        Ok(FactIndex {
+            predicate: index_key(predicate),
+            arguments: arguments.iter().map(|a| index_key(a)).collect(),
+        })
+    }
+}
+
+/// `space ‖ argument index ‖ value key ‖ position`.
+fn argument_key(space: SpaceId, index: u16, value_key: &[u8; 16], position: u64) -> Vec<u8> {
+    concat(&[
+        &space.0,
+        &index.to_be_bytes(),
+        value_key,
+        &position.to_be_bytes(),
+    ])
 }
 
 fn receipt_key(space: SpaceId, kind: ReceiptKind, operation_id: &str) -> Vec<u8> {
@@ -432,7 +543,7 @@ pub struct AppendBatch<'a> {
     pub space: SpaceId,
     pub operation_id: &'a str,
     pub facts: &'a [Vec<u8>],
-    pub predicates: &'a [[u8; 16]],
+    pub indexes: &'a [FactIndex],
     pub digest: [u8; 32],
     pub expected_cutoff: Option<u64>,
     pub max_position: u64,
@@ -469,45 +580,37 @@ impl AppendBatch<'_> {
     pub fn apply(self) -> Result<BatchOutcome, Refusal> {
         let count = self.facts.len() as u64;
         // The rows as `Writes` lays them out, every position 0: the store
-        // fills each slot from the head before it writes.
-        let mut rows = Writes::default();
-        for (fact, predicate) in self.facts.iter().zip(self.predicates) {
-            rows.entry(self.space, 0, (Origin::Append, 0, 0), fact, predicate);
+        // fills each slot from the head before it writes. Fact k's rows
+        // (its entry, then its index rows) hold position head + k + 1.
+        let mut writes = Vec::new();
+        for (k, (fact, index)) in self.facts.iter().zip(self.indexes).enumerate() {
+            let mut rows = Writes::default();
+            rows.entry(self.space, 0, (Origin::Append, 0, 0), fact, index);
+            let position = 1 + k as u64;
+            writes.extend(rows.0.into_iter().map(|row| {
+                let mut slots = vec![slot(true, position_in(&row.key), position)];
+                if row.table == ENTRY {
+                    slots.push(slot(false, ENTRY_FIRST_AT, 1));
+                    slots.push(slot(false, ENTRY_LAST_AT, count));
+                }
+                sequenced(row, slots)
+            }));
         }
+        let mut rows = Writes::default();
         let receipt = Receipt {
             request_digest: self.digest,
             result: concat(&[&[POSITIONS_RESULT], &[0; 16]]),
         };
         rows.receipt(self.space, ReceiptKind::Append, self.operation_id, &receipt);
-        let writes: Vec<SequencedWrite> = rows
-            .0
-            .into_iter()
-            .enumerate()
-            .map(|(i, row)| {
-                // Entry and index rows alternate, one pair per fact; the
-                // receipt is last.
-                let position = 1 + (i / 2) as u64;
-                let slots = match row.table.as_str() {
-                    ENTRY => vec![
-                        slot(true, position_in(&row.key), position),
-                        slot(false, ENTRY_FIRST_AT, 1),
-                        slot(false, ENTRY_LAST_AT, count),
-                    ],
-                    PREDICATE => vec![slot(true, position_in(&row.key), position)],
-                    _ => vec![
-                        slot(false, DIGEST_BYTES + RESULT_FIRST_AT, 1),
-                        slot(false, DIGEST_BYTES + RESULT_LAST_AT, count),
-                    ],
-                };
-                SequencedWrite {
-                    table: row.table,
-                    key: row.key,
-                    value: row.value,
-                    slots,
-                }
-            })
-            .collect();
-        let receipt_key = writes.last().expect("the receipt").key.clone();
+        let receipt_row = rows.0.pop().expect("the receipt");
+        let receipt_key = receipt_row.key.clone();
+        writes.push(sequenced(
+            receipt_row,
+            vec![
+                slot(false, DIGEST_BYTES + RESULT_FIRST_AT, 1),
+                slot(false, DIGEST_BYTES + RESULT_LAST_AT, count),
+            ],
+        ));
         let batch = SequencedBatch {
             guard: TableKey {
                 table: RECEIPT.into(),
@@ -527,6 +630,15 @@ impl AppendBatch<'_> {
                 Refusal::Internal(format!("the batch failed; its outcome is uncertain: {e:?}"))
             })
         })
+    }
+}
+
+fn sequenced(row: TableWrite, slots: Vec<CounterSlot>) -> SequencedWrite {
+    SequencedWrite {
+        table: row.table,
+        key: row.key,
+        value: row.value,
+        slots,
     }
 }
 
@@ -561,14 +673,21 @@ impl Writes {
         self.put(HEAD, id.0.to_vec(), cutoff.to_be_bytes().to_vec());
     }
 
-    /// An entry, and its predicate index row.
+    /// Marks the store's argument index complete: only a store that has
+    /// written every entry's argument rows carries it.
+    pub fn argument_index_marker(&mut self) {
+        self.put(META, ARGUMENT_INDEX_MARKER.to_vec(), Vec::new());
+    }
+
+    /// An entry, its predicate index row and one argument index row per
+    /// argument; every key ends in the position.
     pub fn entry(
         &mut self,
         space: SpaceId,
         position: u64,
         record: (Origin, u64, u64),
         fact: &[u8],
-        predicate_key: &[u8; 16],
+        index: &FactIndex,
     ) {
         let (origin, first, last) = record;
         let position_bytes = position.to_be_bytes();
@@ -579,9 +698,16 @@ impl Writes {
         );
         self.put(
             PREDICATE,
-            concat(&[&space.0, predicate_key, &position_bytes]),
+            concat(&[&space.0, &index.predicate, &position_bytes]),
             Vec::new(),
         );
+        for (i, value_key) in index.arguments.iter().enumerate() {
+            self.put(
+                ARGUMENT,
+                argument_key(space, i as u16, value_key, position),
+                Vec::new(),
+            );
+        }
     }
 
     /// A child's key claim and its creation index row.
@@ -626,6 +752,83 @@ impl Writes {
     }
 }
 
+/// A store in memory for unit tests: what [`Writes`] commits, read through
+/// [`Reads`], with the rows each read returned counted.
+#[cfg(test)]
+pub(crate) mod memory {
+    use super::*;
+    use std::cell::Cell;
+    use std::collections::BTreeMap;
+
+    #[derive(Default)]
+    pub struct Memory {
+        rows: BTreeMap<(String, Vec<u8>), Vec<u8>>,
+        /// Entries fetched by key (`get`, `get_all`).
+        pub fetched: Cell<usize>,
+        /// Rows scans returned.
+        pub scanned: Cell<usize>,
+    }
+
+    impl Memory {
+        pub fn commit(&mut self, writes: Writes) {
+            for w in writes.0 {
+                self.rows.insert((w.table, w.key), w.value);
+            }
+        }
+
+        /// Removes every row of `table` whose key `drop` selects.
+        pub fn remove(&mut self, table: &str, drop: impl Fn(&[u8]) -> bool) {
+            self.rows.retain(|(t, k), _| t != table || !drop(k));
+        }
+
+        pub fn insert(&mut self, table: &str, key: Vec<u8>, value: Vec<u8>) {
+            self.rows.insert((table.to_string(), key), value);
+        }
+
+        pub fn count(&self, table: &str) -> usize {
+            self.rows.keys().filter(|(t, _)| t == table).count()
+        }
+
+        pub fn keys(&self, table: &str) -> Vec<Vec<u8>> {
+            self.rows
+                .keys()
+                .filter(|(t, _)| t == table)
+                .map(|(_, k)| k.clone())
+                .collect()
+        }
+    }
+
+    impl Reads for Memory {
+        fn get(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>, Refusal> {
+            self.fetched.set(self.fetched.get() + 1);
+            Ok(self.rows.get(&(table.to_string(), key.to_vec())).cloned())
+        }
+
+        fn get_all(&self, keys: &[TableKey]) -> Result<Vec<Option<Vec<u8>>>, Refusal> {
+            keys.iter().map(|k| self.get(&k.table, &k.key)).collect()
+        }
+
+        fn scan(&self, table: &str, range: &Range) -> Result<Vec<Entry>, Refusal> {
+            assert!(!range.reverse, "the journal scans forward only");
+            let start = (table.to_string(), range.start.clone());
+            let found: Vec<Entry> = self
+                .rows
+                .range(start..)
+                .take_while(|((t, k), _)| {
+                    t == table && range.end.as_ref().is_none_or(|end| k < end)
+                })
+                .take(range.limit as usize)
+                .map(|((_, key), value)| Entry {
+                    key: key.clone(),
+                    value: value.clone(),
+                })
+                .collect();
+            self.scanned.set(self.scanned.get() + found.len());
+            Ok(found)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -654,5 +857,64 @@ mod tests {
             (Origin::Create, 3, 5, &b"fact"[..])
         );
         assert!(decode_entry(vec![2; 17]).is_none());
+    }
+
+    #[test]
+    fn an_entry_writes_its_predicate_and_argument_rows() {
+        use lab_values::Value;
+        let space = SpaceId([9; 16]);
+        let arguments = [Value::text("req_1"), Value::int(7u64)];
+        let fact = lab_values::encode(&Value::Tuple(
+            [Value::label("record")]
+                .into_iter()
+                .chain(arguments.iter().cloned())
+                .collect(),
+        ));
+        let index = FactIndex::of(&fact).unwrap();
+        let digest16 = |v: &Value| -> [u8; 16] {
+            Sha256::digest(lab_values::encode(v))[..16]
+                .try_into()
+                .unwrap()
+        };
+        assert_eq!(index.predicate, digest16(&Value::label("record")));
+        assert_eq!(
+            index.arguments,
+            arguments.iter().map(digest16).collect::<Vec<_>>()
+        );
+
+        let position = 0x0102_0304_0506_0708u64;
+        let mut writes = Writes::default();
+        writes.entry(space, position, (Origin::Append, 1, 2), &fact, &index);
+        let mut memory = memory::Memory::default();
+        memory.commit(writes);
+        assert_eq!(memory.count(ENTRY), 1);
+        assert_eq!(memory.count(PREDICATE), 1);
+        // space (16) ‖ argument index (u16 BE) ‖ value key (16) ‖ position (u64 BE)
+        let mut expected: Vec<Vec<u8>> = arguments
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let mut key = vec![9; 16];
+                key.extend_from_slice(&(i as u16).to_be_bytes());
+                key.extend_from_slice(&digest16(v));
+                key.extend_from_slice(&[1, 2, 3, 4, 5, 6, 7, 8]);
+                key
+            })
+            .collect();
+        expected.sort();
+        assert_eq!(memory.keys(ARGUMENT), expected);
+        assert_eq!(
+            argument_positions(&memory, space, 1, &digest16(&arguments[1]), 0, position, 8)
+                .unwrap(),
+            [position]
+        );
+        assert!(
+            argument_positions(&memory, space, 0, &digest16(&arguments[1]), 0, position, 8)
+                .unwrap()
+                .is_empty()
+        );
+        // A fact without arguments has no argument rows.
+        let bare = lab_values::encode(&Value::Tuple(vec![Value::label("p")]));
+        assert!(FactIndex::of(&bare).unwrap().arguments.is_empty());
     }
 }

@@ -9,11 +9,14 @@
 //!   naming its key and ID;
 //! - each journal: positions 1 to its head, none missing or beyond;
 //!   batches whole (every entry of a batch names the same first and last,
-//!   and batches follow each other); each entry's predicate index row;
+//!   and batches follow each other); each entry's predicate index row and,
+//!   where the store's argument index is complete (`meta/argument-index`),
+//!   one argument index row per argument;
 //! - each receipt against the range it answered, and each batch and
 //!   creation against a receipt (every `append` and `create` carries an
 //!   operation ID, so every one left a receipt);
-//! - every `child`, `created` and `predicate` row against what it indexes.
+//! - every `child`, `created`, `predicate` and `argument` row against what
+//!   it indexes.
 
 use super::Findings;
 use crate::kv::KvError;
@@ -89,14 +92,26 @@ fn decode_entry(bytes: &[u8]) -> Option<EntryRecord<'_>> {
     })
 }
 
-/// The predicate index key of a fact: SHA-256 of its predicate's
-/// canonical bytes, first 16 bytes.
-fn predicate_key(fact: &[u8]) -> Option<[u8; 16]> {
-    let value = lab_values::decode(fact).ok()?;
-    let (predicate, _) = value.as_fact()?;
-    let digest = Sha256::digest(lab_values::encode(predicate));
-    digest[..16].try_into().ok()
+/// An index key: SHA-256 of a value's canonical bytes, first 16 bytes.
+type IndexKey = [u8; 16];
+
+/// The index keys of a canonical fact: its predicate's and each
+/// argument's; none when the bytes are not a canonical fact.
+fn index_keys(fact: &[u8]) -> Option<(IndexKey, Vec<IndexKey>)> {
+    lab_values::decode(fact).ok()?.as_fact()?;
+    let children = lab_values::tuple_children(fact).ok()?;
+    let key = |bytes: &[u8]| -> IndexKey {
+        let mut key = [0; 16];
+        key.copy_from_slice(&Sha256::digest(bytes)[..16]);
+        key
+    };
+    let (predicate, arguments) = children.split_first()?;
+    Some((key(predicate), arguments.iter().map(|a| key(a)).collect()))
 }
+
+/// `argument` keys: space (16) ‖ argument index (2) ‖ value key (16) ‖
+/// position (8).
+const ARGUMENT_KEY_BYTES: usize = 42;
 
 /// Checks the `journal` namespace; answers its tree when it has one.
 pub fn check(snapshot: &Snapshot, findings: &mut Findings) -> Result<Option<Tree>, KvError> {
@@ -145,7 +160,23 @@ pub fn check(snapshot: &Snapshot, findings: &mut Findings) -> Result<Option<Tree
     }
     check_places(snapshot, ns, &tree, findings)?;
     let receipts = receipts(snapshot, ns, &tree, findings)?;
-    entries(snapshot, ns, &heads, &receipts, findings)?;
+    let arguments_indexed = snapshot.get(ns, "meta", b"argument-index")?.is_some();
+    if !arguments_indexed {
+        findings.note(
+            "journal: the store was provisioned before the argument index: entries' argument \
+             rows are not required, argument filters are served without it",
+        );
+    }
+    entries(
+        snapshot,
+        ns,
+        &Indexed {
+            heads: &heads,
+            receipts: &receipts,
+            arguments: arguments_indexed,
+        },
+        findings,
+    )?;
     index_rows(snapshot, ns, findings)?;
     findings.count("spaces", tree.spaces.len() as u64);
     findings.count("receipts", receipts.count);
@@ -402,15 +433,23 @@ struct Batch {
     create: bool,
 }
 
+/// What the entries are checked against.
+struct Indexed<'a> {
+    heads: &'a HashMap<Id, u64>,
+    receipts: &'a Receipts,
+    /// Whether every entry must have its argument rows.
+    arguments: bool,
+}
+
 /// Walks `entry` in key order: each journal's positions, batches,
-/// predicate rows and receipts.
+/// predicate and argument rows and receipts.
 fn entries(
     snapshot: &Snapshot,
     ns: NamespaceDb,
-    heads: &HashMap<Id, u64>,
-    receipts: &Receipts,
+    indexed: &Indexed,
     findings: &mut Findings,
 ) -> Result<(), KvError> {
+    let (heads, receipts) = (indexed.heads, indexed.receipts);
     let mut count = 0u64;
     // The journal being walked: its ID, its last position seen, its open
     // batch.
@@ -513,13 +552,28 @@ fn entries(
         if batch.as_ref().is_some_and(|b| b.last == position) {
             *batch = None;
         }
-        match predicate_key(entry.fact) {
-            Some(predicate) => {
+        match index_keys(entry.fact) {
+            Some((predicate, arguments)) => {
                 let row = [&id[..], &predicate, &position.to_be_bytes()].concat();
                 if snapshot.get(ns, "predicate", &row)?.is_none() {
                     findings.problem(format!(
                         "journal: the entry {name}@{position} has no predicate index row"
                     ));
+                }
+                for (index, value) in arguments.iter().enumerate() {
+                    let row = [
+                        &id[..],
+                        &(index as u16).to_be_bytes(),
+                        value,
+                        &position.to_be_bytes(),
+                    ]
+                    .concat();
+                    if indexed.arguments && snapshot.get(ns, "argument", &row)?.is_none() {
+                        findings.problem(format!(
+                            "journal: the entry {name}@{position} has no argument index row \
+                             for argument {index}"
+                        ));
+                    }
                 }
             }
             None => findings.problem(format!(
@@ -547,7 +601,8 @@ fn entries(
     Ok(())
 }
 
-/// `child`, `created` and `predicate` rows each name what they index.
+/// `child`, `created`, `predicate` and `argument` rows each name what they
+/// index.
 fn index_rows(
     snapshot: &Snapshot,
     ns: NamespaceDb,
@@ -592,13 +647,39 @@ fn index_rows(
         let indexed = snapshot
             .get(ns, "entry", &entry_key)?
             .and_then(decode_entry)
-            .and_then(|e| predicate_key(e.fact));
-        if key.len() != 40 || indexed.as_ref().map(|p| &p[..]) != key.get(16..32) {
+            .and_then(|e| index_keys(e.fact));
+        if key.len() != 40 || indexed.as_ref().map(|(p, _)| &p[..]) != key.get(16..32) {
             findings.problem(format!(
                 "journal: the predicate index row {} names no entry with that predicate",
                 hex::encode(key)
             ));
         }
     }
+    let mut arguments = 0u64;
+    for row in snapshot.table(ns, "argument")? {
+        let (key, _) = row?;
+        arguments += 1;
+        let entry_key = [
+            key.get(..16).unwrap_or_default(),
+            key.get(34..).unwrap_or_default(),
+        ]
+        .concat();
+        let index = key
+            .get(16..18)
+            .map(|i| usize::from(u16::from_be_bytes([i[0], i[1]])));
+        let indexed = snapshot
+            .get(ns, "entry", &entry_key)?
+            .and_then(decode_entry)
+            .and_then(|e| index_keys(e.fact))
+            .zip(index)
+            .and_then(|((_, arguments), index)| arguments.get(index).copied());
+        if key.len() != ARGUMENT_KEY_BYTES || indexed.as_ref().map(|v| &v[..]) != key.get(18..34) {
+            findings.problem(format!(
+                "journal: the argument index row {} names no entry with that argument",
+                hex::encode(key)
+            ));
+        }
+    }
+    findings.count("argument index rows", arguments);
     Ok(())
 }

@@ -16,18 +16,14 @@
 //! refusal advanced nothing and announces nothing.
 
 use super::{entry_ref_json, existing_space, identity, space_json, space_ref_json, Answer};
-use crate::filter::predicate_key;
 use crate::ids::SpaceId;
 use crate::refusal::Refusal;
 use crate::requests::{AppendRequest, CreateRequest, MAX_POSITION};
-use crate::store::{self, Origin, Receipt, ReceiptKind, SpaceRecord, Writes};
+use crate::store::{self, FactIndex, Origin, Receipt, ReceiptKind, SpaceRecord, Writes};
 use lab_guest::lab::platform::kv::BatchOutcome;
 use lab_guest::lab::platform::{advances, ids};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
-
-/// The creation predicate's label.
-const CREATION_PREDICATE: &[u8] = b"lab.journal.child_created.v1";
 
 fn request_digest(normalized: &Value) -> [u8; 32] {
     // serde_json's map keeps members sorted, so the bytes are canonical.
@@ -57,22 +53,6 @@ fn check_expected(expected: Option<u64>, actual: u64) -> Result<(), Refusal> {
 fn fresh_space_id() -> SpaceId {
     let bytes = ids::random_bytes(16);
     SpaceId(bytes.try_into().expect("16 random octets"))
-}
-
-/// The canonical bytes of a fact's predicate (its first child).
-fn predicate_of(fact: &[u8]) -> Result<Vec<u8>, Refusal> {
-    let value = lab_values::decode(fact)
-        .map_err(|e| Refusal::Internal(format!("a validated fact does not decode: {e}")))?;
-    let (predicate, _) = value
-        .as_fact()
-        .ok_or_else(|| Refusal::Internal("a validated fact is not a fact".into()))?;
-    Ok(lab_values::encode(predicate))
-}
-
-fn creation_predicate_key() -> [u8; 16] {
-    predicate_key(&lab_values::encode(&lab_values::Value::label(
-        CREATION_PREDICATE,
-    )))
 }
 
 pub fn create(request: CreateRequest) -> Answer {
@@ -201,7 +181,7 @@ fn decide_create(
         position,
         (Origin::Create, position, position),
         &fact,
-        &creation_predicate_key(),
+        &FactIndex::of(&fact)?,
     );
     writes.head(parent_id, position);
     writes.space(
@@ -243,10 +223,10 @@ pub fn append(request: AppendRequest) -> Answer {
         "expected_cutoff": request.expected_cutoff,
     });
     let digest = request_digest(&normalized);
-    let predicates = request
+    let indexes = request
         .facts
         .iter()
-        .map(|fact| predicate_of(fact).map(|p| predicate_key(&p)))
+        .map(|fact| FactIndex::of(fact))
         .collect::<Result<Vec<_>, _>>()?;
     let space = request.space.space;
     let (identity, record, durable_receipt) = {
@@ -275,7 +255,7 @@ pub fn append(request: AppendRequest) -> Answer {
         space,
         operation_id: &request.operation_id,
         facts: &request.facts,
-        predicates: &predicates,
+        indexes: &indexes,
         digest,
         expected_cutoff: request.expected_cutoff,
         max_position: MAX_POSITION,
@@ -328,8 +308,11 @@ fn replay_append(
     }
 }
 
-/// Provisions the hierarchy on the first start: root, root space, instance
-/// and the cursor secret, in one commit. Later starts change nothing.
+/// Provisions the hierarchy on the first start: root, root space, instance,
+/// the cursor secret and the argument index's marker (every entry of the
+/// store will have its argument rows), in one commit. Later starts change
+/// nothing: a store provisioned before the argument index keeps serving
+/// argument filters without it.
 pub fn provision() -> Result<(), Refusal> {
     let txn = store::write()?;
     if store::identity(&txn)?.is_some() {
@@ -354,5 +337,6 @@ pub fn provision() -> Result<(), Refusal> {
         },
     );
     writes.head(identity.root_space, 0);
+    writes.argument_index_marker();
     writes.commit(&txn)
 }
