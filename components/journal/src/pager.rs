@@ -142,8 +142,7 @@ impl<'f> Plan<'f> {
         }
     }
 
-    /// Up to `limit` candidates in (after, through], in order, with their
-    /// entries: an index's positions are fetched in one exchange.
+    /// Up to `limit` candidates in (after, through], in order.
     fn candidates(
         &self,
         r: &impl Reads,
@@ -151,13 +150,23 @@ impl<'f> Plan<'f> {
         after: u64,
         through: u64,
         limit: u32,
-    ) -> Result<Vec<(u64, EntryRecord)>, Refusal> {
+    ) -> Result<Pending, Refusal> {
         if let Candidates::All = self.source {
-            return store::entries(r, space, after, through, limit);
+            let read = store::entries(r, space, after, through, limit)?;
+            return Ok(Pending {
+                count: read.len(),
+                positions: Vec::new(),
+                unfetched: 0,
+                fetched: read.into_iter(),
+            });
         }
         let positions = self.indexed(r, space, after, through, limit)?;
-        let records = store::entries_at(r, space, &positions)?;
-        Ok(positions.into_iter().zip(records).collect())
+        Ok(Pending {
+            count: positions.len(),
+            positions,
+            unfetched: 0,
+            fetched: Vec::new().into_iter(),
+        })
     }
 
     fn matches(&self, record: &EntryRecord, position: u64) -> bool {
@@ -168,6 +177,50 @@ impl<'f> Plan<'f> {
         filter.origin.is_none_or(|o| o == record.origin)
             && position > filter.after
             && position <= filter.through
+    }
+}
+
+/// A chunk's candidates, in order. An index's entries are fetched as the
+/// page consumes them, each batch in one exchange and no larger than what
+/// the page can still return plus one, so a small page reads few entries.
+struct Pending {
+    /// Candidates in the chunk.
+    count: usize,
+    /// Indexed positions; those from `unfetched` on are not fetched yet.
+    positions: Vec<u64>,
+    unfetched: usize,
+    fetched: std::vec::IntoIter<(u64, EntryRecord)>,
+}
+
+impl Pending {
+    fn next(
+        &mut self,
+        r: &impl Reads,
+        space: SpaceId,
+        budget: &Budget,
+    ) -> Result<Option<(u64, EntryRecord)>, Refusal> {
+        if let Some(found) = self.fetched.next() {
+            return Ok(Some(found));
+        }
+        let rest = &self.positions[self.unfetched..];
+        let take = rest.len().min(
+            usize::try_from(budget.entries)
+                .unwrap_or(usize::MAX)
+                .saturating_add(1),
+        );
+        if take == 0 {
+            return Ok(None);
+        }
+        let batch = &rest[..take];
+        let records = store::entries_at(r, space, batch)?;
+        self.fetched = batch
+            .iter()
+            .copied()
+            .zip(records)
+            .collect::<Vec<_>>()
+            .into_iter();
+        self.unfetched += take;
+        Ok(self.fetched.next())
     }
 }
 
@@ -207,9 +260,9 @@ pub fn scan(
             budget.candidates.min(u64::from(SCAN_CHUNK))
         };
         let chunk = chunk as u32;
-        let batch = plan.candidates(r, space, accounted, high, chunk)?;
-        let finished = (batch.len() as u32) < chunk;
-        for (position, record) in batch {
+        let mut pending = plan.candidates(r, space, accounted, high, chunk)?;
+        let finished = (pending.count as u32) < chunk;
+        while let Some((position, record)) = pending.next(r, space, budget)? {
             if budget.candidates == 0 {
                 return Ok(Progress {
                     accounted,
@@ -488,6 +541,35 @@ mod tests {
                 exhausted: false
             }
         );
+    }
+
+    #[test]
+    fn a_small_page_fetches_no_more_entries_than_it_can_return_plus_one() {
+        let memory = store(&hundred());
+        let by_predicate = filter(json!({"predicate": b64(&Value::label("p"))}));
+        let plan = Plan::new(&memory, &by_predicate).unwrap();
+        let mut out = Vec::new();
+        let progress = scan(
+            &memory,
+            SPACE,
+            0,
+            100,
+            &plan,
+            &mut Budget::page(1),
+            &mut out,
+        )
+        .unwrap();
+        assert_eq!(out.iter().map(|f| f.position).collect::<Vec<_>>(), [1]);
+        assert_eq!(
+            progress,
+            Progress {
+                accounted: 1,
+                exhausted: false
+            }
+        );
+        // The index scan named a chunk of 64; two entries were read.
+        assert_eq!(memory.scanned.get(), 64);
+        assert_eq!(memory.fetched.get(), 2);
     }
 
     #[test]
