@@ -62,8 +62,9 @@ pub struct Progress {
 
 /// Where candidates come from.
 enum Candidates {
-    /// Positions from the argument index, for one argument's value.
-    Argument { index: u16, value_key: [u8; 16] },
+    /// Positions from the argument index, for one declared argument's
+    /// value.
+    Argument(store::ArgumentValue),
     /// Positions from the predicate index.
     Predicate([u8; 16]),
     /// Positions from the creation index.
@@ -87,22 +88,36 @@ pub struct Plan<'f> {
 impl<'f> Plan<'f> {
     /// Candidates come from the narrowest index the filter names: the
     /// argument index for its first argument condition in normalized order
-    /// (the lowest argument index, then the lowest canonical value), where
-    /// the store's argument index is complete; else the predicate index
-    /// for a predicate; else the creation index for `origin: create`; else
-    /// every entry. Each candidate is then checked against the whole
-    /// filter, so the source decides the cost, never the result.
+    /// (the lowest argument index, then the lowest canonical value) whose
+    /// pair with the filter's predicate the store declares; else the
+    /// predicate index for a predicate; else the creation index for
+    /// `origin: create`; else every entry. A declared pair's rows are
+    /// complete (the store's argument index never changes). Each candidate
+    /// is then checked against the whole filter, so the source decides the
+    /// cost, never the result.
     pub fn new(r: &impl Reads, filter: &'f Filter) -> Result<Plan<'f>, Refusal> {
-        let first_condition = match filter.arguments.first() {
-            Some(condition) if store::argument_index_complete(r)? => Some(condition),
+        let predicate = filter
+            .predicate
+            .as_ref()
+            .map(|p| store::index_key(&p.bytes));
+        let declared_condition = match predicate {
+            Some(predicate) if !filter.arguments.is_empty() => {
+                let declared = store::argument_index(r)?;
+                filter
+                    .arguments
+                    .iter()
+                    .find(|c| declared.declares(&predicate, c.index))
+                    .map(|c| store::ArgumentValue {
+                        predicate,
+                        index: c.index,
+                        value: store::index_key(&c.bytes),
+                    })
+            }
             _ => None,
         };
-        let source = match (first_condition, &filter.predicate, filter.origin) {
-            (Some(condition), ..) => Candidates::Argument {
-                index: condition.index,
-                value_key: store::index_key(&condition.bytes),
-            },
-            (None, Some(predicate), _) => Candidates::Predicate(store::index_key(&predicate.bytes)),
+        let source = match (declared_condition, predicate, filter.origin) {
+            (Some(argument), ..) => Candidates::Argument(argument),
+            (None, Some(predicate), _) => Candidates::Predicate(predicate),
             (None, None, Some(Origin::Create)) => Candidates::Created,
             (None, None, _) => Candidates::All,
         };
@@ -128,8 +143,8 @@ impl<'f> Plan<'f> {
         limit: u32,
     ) -> Result<Vec<u64>, Refusal> {
         match &self.source {
-            Candidates::Argument { index, value_key } => {
-                store::argument_positions(r, space, *index, value_key, after, through, limit)
+            Candidates::Argument(argument) => {
+                store::argument_positions(r, space, argument, after, through, limit)
             }
             Candidates::Predicate(key) => {
                 store::predicate_positions(r, space, key, after, through, limit)
@@ -306,7 +321,7 @@ pub fn scan(
 mod tests {
     use super::*;
     use crate::store::memory::Memory;
-    use crate::store::{FactIndex, Writes};
+    use crate::store::{ArgumentIndex, FactIndex, Writes};
     use lab_values::Value;
     use serde_json::json;
 
@@ -322,14 +337,23 @@ mod tests {
         ]))
     }
 
-    /// A store holding `facts` at positions 1.., one batch each, with its
-    /// argument index complete.
-    fn store(facts: &[Vec<u8>]) -> Memory {
+    /// The argument index declaring `pairs` (predicate label, index).
+    fn declaring(pairs: &[(&str, u16)]) -> ArgumentIndex {
+        let items: Vec<String> = pairs
+            .iter()
+            .map(|(p, i)| format!("{}:{i}", b64(&Value::label(*p))))
+            .collect();
+        ArgumentIndex::parse(&items.join(",")).unwrap()
+    }
+
+    /// A store provisioned with `declared`, holding `facts` at positions
+    /// 1.., one batch each.
+    fn store_declaring(facts: &[Vec<u8>], declared: &ArgumentIndex) -> Memory {
         let mut writes = Writes::default();
-        writes.argument_index_marker();
+        writes.argument_index(declared);
         for (i, fact) in facts.iter().enumerate() {
             let position = i as u64 + 1;
-            let index = FactIndex::of(fact).unwrap();
+            let index = FactIndex::of(fact, declared).unwrap();
             writes.entry(
                 SPACE,
                 position,
@@ -343,6 +367,12 @@ mod tests {
         memory
     }
 
+    /// Both arguments of both predicates declared.
+    fn store(facts: &[Vec<u8>]) -> Memory {
+        store_declaring(facts, &declaring(&[("p", 0), ("p", 1), ("q", 0), ("q", 1)]))
+    }
+
+    /// `p` at positions not a multiple of 3, `q` at the others.
     fn hundred() -> Vec<Vec<u8>> {
         (1..=100u64)
             .map(|n| fact(if n.is_multiple_of(3) { "q" } else { "p" }, n))
@@ -357,6 +387,15 @@ mod tests {
     fn b64(value: &Value) -> String {
         use base64::Engine as _;
         base64::engine::general_purpose::STANDARD.encode(lab_values::encode(value))
+    }
+
+    /// A filter on predicate `p` and `conditions` (index, value).
+    fn on(p: &str, conditions: &[(u16, Value)]) -> Filter {
+        let arguments: Vec<serde_json::Value> = conditions
+            .iter()
+            .map(|(i, v)| json!({"index": i, "equals": b64(v)}))
+            .collect();
+        filter(json!({"predicate": b64(&Value::label(p)), "arguments": arguments}))
     }
 
     /// Every page of (0, through] under `budget`, each continuing from the
@@ -402,14 +441,13 @@ mod tests {
     fn an_argument_filter_inspects_only_its_indexed_candidates() {
         let facts = hundred();
         let memory = store(&facts);
-        let by_value =
-            filter(json!({"arguments": [{"index": 0, "equals": b64(&Value::int(4u64))}]}));
+        let by_value = on("p", &[(0, Value::int(4u64))]);
         let mut budget = Budget::page(128);
         let mut out = Vec::new();
         let plan = Plan::new(&memory, &by_value).unwrap();
         let progress = scan(&memory, SPACE, 0, 100, &plan, &mut budget, &mut out).unwrap();
         let found: Vec<u64> = out.iter().map(|f| f.position).collect();
-        assert_eq!(found, [4, 14, 24, 34, 44, 54, 64, 74, 84, 94]);
+        assert_eq!(found, [4, 14, 34, 44, 64, 74, 94]);
         assert_eq!(found, expected(&facts, &by_value));
         assert_eq!(
             progress,
@@ -418,12 +456,12 @@ mod tests {
                 exhausted: true
             }
         );
-        // Ten candidates inspected and fetched, of a hundred entries.
-        assert_eq!(budget.candidates, MAX_INSPECT_CANDIDATES - 10);
+        // Seven candidates inspected and fetched, of a hundred entries.
+        assert_eq!(budget.candidates, MAX_INSPECT_CANDIDATES - 7);
         assert_eq!(
             memory.fetched.get(),
-            1 + 10,
-            "the marker and the ten entries"
+            1 + 7,
+            "the argument index's pairs and the seven entries"
         );
     }
 
@@ -439,12 +477,14 @@ mod tests {
             json!({"predicate": b64(&Value::label("q")), "arguments": [
                 {"index": 0, "equals": b64(&Value::int(3u64))},
             ]}),
-            json!({"arguments": [
+            json!({"predicate": b64(&Value::label("p")), "arguments": [
                 {"index": 0, "equals": b64(&Value::int(3u64))},
                 {"index": 1, "equals": b64(&Value::text("even"))},
             ]}),
-            json!({"origin": "create", "arguments": [{"index": 0, "equals": b64(&Value::int(3u64))}]}),
-            json!({"arguments": [{"index": 0, "equals": b64(&Value::int(3u64))}],
+            json!({"predicate": b64(&Value::label("p")), "origin": "create",
+                   "arguments": [{"index": 0, "equals": b64(&Value::int(3u64))}]}),
+            json!({"predicate": b64(&Value::label("p")),
+                   "arguments": [{"index": 0, "equals": b64(&Value::int(1u64))}],
                    "positions": {"after": 20, "through": 60}}),
         ];
         let mut nonempty = 0;
@@ -459,8 +499,8 @@ mod tests {
 
     #[test]
     fn a_condition_beyond_the_facts_arity_has_no_candidates() {
-        let memory = store(&hundred());
-        let beyond = filter(json!({"arguments": [{"index": 2, "equals": b64(&Value::int(4u64))}]}));
+        let memory = store_declaring(&hundred(), &declaring(&[("p", 2)]));
+        let beyond = on("p", &[(2, Value::int(4u64))]);
         let (found, progress) = pages(&memory, &beyond, 100, Budget::page(128));
         assert!(found.is_empty());
         assert_eq!(
@@ -470,7 +510,7 @@ mod tests {
                 exhausted: true
             }]
         );
-        assert_eq!(memory.fetched.get(), 1, "the marker only");
+        assert_eq!(memory.fetched.get(), 1, "the argument index's pairs only");
     }
 
     #[test]
@@ -480,38 +520,40 @@ mod tests {
         // An index row under the key of 4 for the entry at 7, whose value
         // there is 7: what a collision of the two values' keys would store.
         let mut key = SPACE.0.to_vec();
+        key.extend_from_slice(&store::index_key(&lab_values::encode(&Value::label("p"))));
         key.extend_from_slice(&0u16.to_be_bytes());
         key.extend_from_slice(&store::index_key(&lab_values::encode(&Value::int(4u64))));
         key.extend_from_slice(&7u64.to_be_bytes());
         memory.insert("argument", key, Vec::new());
-        let by_value =
-            filter(json!({"arguments": [{"index": 0, "equals": b64(&Value::int(4u64))}]}));
+        let by_value = on("p", &[(0, Value::int(4u64))]);
         let mut budget = Budget::page(128);
         let (found, _) = pages(&memory, &by_value, 100, budget.clone());
         assert_eq!(found, expected(&facts, &by_value));
         assert!(!found.contains(&7));
-        // It was inspected: eleven candidates.
+        // It was inspected: eight candidates.
         let plan = Plan::new(&memory, &by_value).unwrap();
         scan(&memory, SPACE, 0, 100, &plan, &mut budget, &mut Vec::new()).unwrap();
-        assert_eq!(budget.candidates, MAX_INSPECT_CANDIDATES - 11);
+        assert_eq!(budget.candidates, MAX_INSPECT_CANDIDATES - 8);
     }
 
     #[test]
     fn budgets_end_a_page_inside_a_chunk_and_the_next_page_resumes() {
         let facts = hundred();
         let memory = store(&facts);
-        let odd = filter(json!({"arguments": [{"index": 1, "equals": b64(&Value::text("odd"))}]}));
-        // The entry budget: three matches a page, from chunks of 50.
+        // 33 matches: 1, 5, 7, 11, 13, 17, 19, …, 97.
+        let odd = on("p", &[(1, Value::text("odd"))]);
+        // The entry budget: three matches a page.
         let (found, progress) = pages(&memory, &odd, 100, Budget::page(3));
         assert_eq!(found, expected(&facts, &odd));
+        assert_eq!(found.len(), 33);
         assert_eq!(
             progress[0],
             Progress {
-                accounted: 5,
+                accounted: 7,
                 exhausted: false
             }
         );
-        assert_eq!(progress.len(), 17);
+        assert_eq!(progress.len(), 11);
         // The inspected bytes: two facts' worth a page.
         let size = facts[0].len() as u64;
         let tight = Budget {
@@ -523,7 +565,7 @@ mod tests {
         assert_eq!(
             progress[0],
             Progress {
-                accounted: 3,
+                accounted: 5,
                 exhausted: false
             }
         );
@@ -537,7 +579,7 @@ mod tests {
         assert_eq!(
             progress[0],
             Progress {
-                accounted: 13,
+                accounted: 19,
                 exhausted: false
             }
         );
@@ -573,32 +615,67 @@ mod tests {
     }
 
     #[test]
-    fn without_the_marker_argument_filters_miss_no_entry() {
+    fn the_argument_index_serves_only_a_declared_pair_and_never_changes_a_result() {
         let facts = hundred();
-        let mut memory = store(&facts);
-        // A store provisioned before the argument index: no marker, and its
-        // first fifty entries without argument rows.
-        memory.remove("meta", |_| true);
-        memory.remove("argument", |key| {
-            u64::from_be_bytes(key[34..42].try_into().unwrap()) <= 50
-        });
-        for doc in [
-            json!({"arguments": [{"index": 0, "equals": b64(&Value::int(4u64))}]}),
-            json!({"predicate": b64(&Value::label("q")),
-                   "arguments": [{"index": 1, "equals": b64(&Value::text("odd"))}]}),
-        ] {
-            let f = filter(doc.clone());
-            let (found, _) = pages(&memory, &f, 100, Budget::page(128));
-            assert_eq!(found, expected(&facts, &f), "{doc}");
-            assert!(found.iter().any(|&p| p <= 50), "{doc}");
+        // Declared: argument 1 of `p` only. A store provisioned before the
+        // argument index has no pairs stored at all.
+        let declared = store_declaring(&facts, &declaring(&[("p", 1)]));
+        let mut none = store_declaring(&facts, &ArgumentIndex::default());
+        none.remove("meta", |_| true);
+        assert_eq!(none.count("argument"), 0);
+        // One argument row per `p` fact (67), none for `q`.
+        assert_eq!(declared.count("argument"), 67);
+
+        let source = |memory: &Memory, f: &Filter| match Plan::new(memory, f).unwrap().source {
+            Candidates::Argument(a) => format!("argument {}", a.index),
+            Candidates::Predicate(_) => "predicate".into(),
+            Candidates::Created => "created".into(),
+            Candidates::All => "all".into(),
+        };
+        let cases = [
+            // Declared: the argument index.
+            (on("p", &[(1, Value::text("odd"))]), "argument 1"),
+            // The first declared condition in normalized order, past an
+            // undeclared one.
+            (
+                on("p", &[(0, Value::int(5u64)), (1, Value::text("odd"))]),
+                "argument 1",
+            ),
+            // Undeclared index, predicate or no predicate: the scans.
+            (on("p", &[(0, Value::int(5u64))]), "predicate"),
+            (on("q", &[(1, Value::text("odd"))]), "predicate"),
+            (
+                filter(json!({"arguments": [{"index": 1, "equals": b64(&Value::text("odd"))}]})),
+                "all",
+            ),
+        ];
+        for (f, used) in &cases {
+            assert_eq!(source(&declared, f), *used);
+            let without = source(&none, f);
+            assert!(without == "predicate" || without == "all", "{without}");
+            let (found, _) = pages(&declared, f, 100, Budget::page(5));
+            assert!(!found.is_empty());
+            assert_eq!(found, expected(&facts, f));
+            assert_eq!(pages(&none, f, 100, Budget::page(5)).0, found);
         }
-        // With the marker, the index would have missed them: the rule is
-        // what keeps the older entries found.
-        let mut marked = Writes::default();
-        marked.argument_index_marker();
-        memory.commit(marked);
-        let f = filter(json!({"arguments": [{"index": 0, "equals": b64(&Value::int(4u64))}]}));
-        let (found, _) = pages(&memory, &f, 100, Budget::page(128));
-        assert_eq!(found, [54, 64, 74, 84, 94]);
+        // The declared pair inspected only its matches; the scan every `p`.
+        let odd = &cases[0].0;
+        let mut budget = Budget::page(128);
+        let plan = Plan::new(&declared, odd).unwrap();
+        scan(
+            &declared,
+            SPACE,
+            0,
+            100,
+            &plan,
+            &mut budget,
+            &mut Vec::new(),
+        )
+        .unwrap();
+        assert_eq!(budget.candidates, MAX_INSPECT_CANDIDATES - 33);
+        let mut budget = Budget::page(128);
+        let plan = Plan::new(&none, odd).unwrap();
+        scan(&none, SPACE, 0, 100, &plan, &mut budget, &mut Vec::new()).unwrap();
+        assert_eq!(budget.candidates, MAX_INSPECT_CANDIDATES - 67);
     }
 }

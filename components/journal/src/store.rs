@@ -1,6 +1,7 @@
 //! The journal's storage layout over the host's key-value store; see
 //! `docs/journal.md`. Integers are big-endian so key order is numeric order.
 
+pub use crate::declared::ArgumentIndex;
 pub use crate::filter::Origin;
 use crate::ids::{InstanceId, RootId, SpaceId};
 use crate::refusal::Refusal;
@@ -20,10 +21,11 @@ const PREDICATE: &str = "predicate";
 const ARGUMENT: &str = "argument";
 const RECEIPT: &str = "receipt";
 
-/// The `meta` key whose presence says every entry has its `argument` rows:
-/// written when the store is provisioned, so a store provisioned before the
-/// argument index existed lacks it (`docs/journal.md`, "Storage layout").
-const ARGUMENT_INDEX_MARKER: &[u8] = b"argument-index";
+/// The `meta` key of the store's declared argument index, written when the
+/// store is provisioned and never changed; absent in a store provisioned
+/// before it, which declares none (`docs/journal.md`, "Storage layout").
+const ARGUMENT_INDEX: &[u8] = b"argument-index";
+const IDENTITY: &[u8] = b"identity";
 
 /// Who this store is: provisioned once, kept for ever.
 #[derive(Debug, Clone, Copy)]
@@ -156,13 +158,43 @@ fn id_at(bytes: &[u8], at: usize) -> Option<[u8; 16]> {
     bytes.get(at..at + 16)?.try_into().ok()
 }
 
-/// Whether every entry of the store has its `argument` rows.
-pub fn argument_index_complete(r: &impl Reads) -> Result<bool, Refusal> {
-    Ok(r.get(META, ARGUMENT_INDEX_MARKER)?.is_some())
+/// The store's declared argument index.
+pub fn argument_index(r: &impl Reads) -> Result<ArgumentIndex, Refusal> {
+    decode_argument_index(r.get(META, ARGUMENT_INDEX)?)
+}
+
+fn decode_argument_index(bytes: Option<Vec<u8>>) -> Result<ArgumentIndex, Refusal> {
+    match bytes {
+        None => Ok(ArgumentIndex::default()),
+        Some(bytes) => ArgumentIndex::decode(&bytes).ok_or_else(|| corrupt("argument index")),
+    }
 }
 
 pub fn identity(r: &impl Reads) -> Result<Option<Identity>, Refusal> {
-    let Some(bytes) = r.get(META, b"identity")? else {
+    decode_identity(r.get(META, IDENTITY)?)
+}
+
+/// The identity and the declared argument index, in one exchange with the
+/// store: what a write path reads before it prepares its entries.
+pub fn identity_and_argument_index(
+    r: &impl Reads,
+) -> Result<(Option<Identity>, ArgumentIndex), Refusal> {
+    let keys = [IDENTITY, ARGUMENT_INDEX].map(|key| TableKey {
+        table: META.into(),
+        key: key.to_vec(),
+    });
+    let [identity, argument_index]: [Option<Vec<u8>>; 2] = r
+        .get_all(&keys)?
+        .try_into()
+        .map_err(|_| Refusal::Internal("the store answered a read of two keys oddly".into()))?;
+    Ok((
+        decode_identity(identity)?,
+        decode_argument_index(argument_index)?,
+    ))
+}
+
+fn decode_identity(bytes: Option<Vec<u8>>) -> Result<Option<Identity>, Refusal> {
+    let Some(bytes) = bytes else {
         return Ok(None);
     };
     let parse = || {
@@ -374,13 +406,20 @@ pub fn predicate_positions(
         .collect()
 }
 
-/// Positions in (after, through] whose fact's argument `index` has the
-/// value with this index key, in order, at most `limit`.
+/// One declared argument's value: the keys an `argument` row is found by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ArgumentValue {
+    pub predicate: [u8; 16],
+    pub index: u16,
+    pub value: [u8; 16],
+}
+
+/// Positions in (after, through] whose fact has this predicate and this
+/// value at argument `index`, a declared pair, in order, at most `limit`.
 pub fn argument_positions(
     r: &impl Reads,
     space: SpaceId,
-    index: u16,
-    value_key: &[u8; 16],
+    argument: &ArgumentValue,
     after: u64,
     through: u64,
     limit: u32,
@@ -388,10 +427,10 @@ pub fn argument_positions(
     if after >= through {
         return Ok(Vec::new());
     }
-    let prefix = concat(&[&space.0, &index.to_be_bytes(), value_key]);
+    let prefix = argument_prefix(space, argument);
     r.scan(ARGUMENT, &positions(&prefix, after, through, limit))?
         .into_iter()
-        .map(|e| u64_at(&e.key, 34).ok_or_else(|| corrupt("argument key")))
+        .map(|e| u64_at(&e.key, ARGUMENT_POSITION_AT).ok_or_else(|| corrupt("argument key")))
         .collect()
 }
 
@@ -403,39 +442,49 @@ pub fn index_key(canonical: &[u8]) -> [u8; 16] {
     key
 }
 
-/// The index keys of one fact: its predicate's and each argument's, in
-/// order.
+/// The index keys of one fact: its predicate's, and each declared
+/// argument's (by the store's argument index) that the fact has, by
+/// ascending index.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FactIndex {
     pub predicate: [u8; 16],
-    pub arguments: Vec<[u8; 16]>,
+    pub arguments: Vec<(u16, [u8; 16])>,
 }
 
 impl FactIndex {
     /// The keys of a validated fact, read from its bytes without decoding
-    /// it into values.
-    pub fn of(fact: &[u8]) -> Result<FactIndex, Refusal> {
+    /// it into values; only the declared arguments are hashed.
+    pub fn of(fact: &[u8], declared: &ArgumentIndex) -> Result<FactIndex, Refusal> {
         let children = lab_values::tuple_children(fact)
             .map_err(|e| Refusal::Internal(format!("a validated fact does not decode: {e}")))?;
         let (predicate, arguments) = children
             .split_first()
             .ok_or_else(|| Refusal::Internal("a validated fact is not a fact".into()))?;
+        let predicate = index_key(predicate);
+        let arguments = declared
+            .indexes_of(&predicate)
+            .filter_map(|i| Some((i, index_key(arguments.get(usize::from(i))?))))
+            .collect();
         Ok(FactIndex {
-            predicate: index_key(predicate),
-            arguments: arguments.iter().map(|a| index_key(a)).collect(),
+            predicate,
+            arguments,
         })
     }
 }
 
-/// `space ‖ argument index ‖ value key ‖ position`.
-fn argument_key(space: SpaceId, index: u16, value_key: &[u8; 16], position: u64) -> Vec<u8> {
+/// `space ‖ predicate key ‖ argument index ‖ value key`: an `argument`
+/// key without its position.
+fn argument_prefix(space: SpaceId, argument: &ArgumentValue) -> Vec<u8> {
     concat(&[
         &space.0,
-        &index.to_be_bytes(),
-        value_key,
-        &position.to_be_bytes(),
+        &argument.predicate,
+        &argument.index.to_be_bytes(),
+        &argument.value,
     ])
 }
+
+/// Where the position lies in an `argument` key (16 + 16 + 2 + 16).
+const ARGUMENT_POSITION_AT: usize = 50;
 
 fn receipt_key(space: SpaceId, kind: ReceiptKind, operation_id: &str) -> Vec<u8> {
     let kind = match kind {
@@ -662,7 +711,7 @@ impl Writes {
             &identity.instance.0,
             &identity.cursor_key,
         ]);
-        self.put(META, b"identity".to_vec(), value);
+        self.put(META, IDENTITY.to_vec(), value);
     }
 
     pub fn space(&mut self, id: SpaceId, record: &SpaceRecord) {
@@ -673,14 +722,13 @@ impl Writes {
         self.put(HEAD, id.0.to_vec(), cutoff.to_be_bytes().to_vec());
     }
 
-    /// Marks the store's argument index complete: only a store that has
-    /// written every entry's argument rows carries it.
-    pub fn argument_index_marker(&mut self) {
-        self.put(META, ARGUMENT_INDEX_MARKER.to_vec(), Vec::new());
+    /// The store's declared argument index: written once, at provisioning.
+    pub fn argument_index(&mut self, declared: &ArgumentIndex) {
+        self.put(META, ARGUMENT_INDEX.to_vec(), declared.encode());
     }
 
     /// An entry, its predicate index row and one argument index row per
-    /// argument; every key ends in the position.
+    /// declared argument it has; every key ends in the position.
     pub fn entry(
         &mut self,
         space: SpaceId,
@@ -701,12 +749,16 @@ impl Writes {
             concat(&[&space.0, &index.predicate, &position_bytes]),
             Vec::new(),
         );
-        for (i, value_key) in index.arguments.iter().enumerate() {
-            self.put(
-                ARGUMENT,
-                argument_key(space, i as u16, value_key, position),
-                Vec::new(),
+        for &(argument, value) in &index.arguments {
+            let prefix = argument_prefix(
+                space,
+                &ArgumentValue {
+                    predicate: index.predicate,
+                    index: argument,
+                    value,
+                },
             );
+            self.put(ARGUMENT, concat(&[&prefix, &position_bytes]), Vec::new());
         }
     }
 
@@ -860,61 +912,107 @@ mod tests {
     }
 
     #[test]
-    fn an_entry_writes_its_predicate_and_argument_rows() {
+    fn an_entry_writes_argument_rows_for_its_declared_pairs_only() {
+        use base64::Engine as _;
         use lab_values::Value;
         let space = SpaceId([9; 16]);
-        let arguments = [Value::text("req_1"), Value::int(7u64)];
-        let fact = lab_values::encode(&Value::Tuple(
-            [Value::label("record")]
-                .into_iter()
-                .chain(arguments.iter().cloned())
-                .collect(),
-        ));
-        let index = FactIndex::of(&fact).unwrap();
-        let digest16 = |v: &Value| -> [u8; 16] {
-            Sha256::digest(lab_values::encode(v))[..16]
-                .try_into()
-                .unwrap()
+        let b64 =
+            |v: &Value| base64::engine::general_purpose::STANDARD.encode(lab_values::encode(v));
+        let digest16 = |v: &Value| index_key(&lab_values::encode(v));
+        let fact = |p: &str, arguments: &[Value]| {
+            lab_values::encode(&Value::Tuple(
+                [Value::label(p)]
+                    .into_iter()
+                    .chain(arguments.iter().cloned())
+                    .collect(),
+            ))
         };
+        // Declared: `record` arguments 1 and 3 (a record has no argument
+        // 3 here), and argument 0 of `other`.
+        let declared = ArgumentIndex::parse(&format!(
+            "{r}:1,{r}:3,{o}:0",
+            r = b64(&Value::label("record")),
+            o = b64(&Value::label("other"))
+        ))
+        .unwrap();
+        let arguments = [Value::text("req_1"), Value::int(7u64), Value::int(8u64)];
+        let record = fact("record", &arguments);
+        let index = FactIndex::of(&record, &declared).unwrap();
         assert_eq!(index.predicate, digest16(&Value::label("record")));
-        assert_eq!(
-            index.arguments,
-            arguments.iter().map(digest16).collect::<Vec<_>>()
-        );
+        assert_eq!(index.arguments, [(1, digest16(&arguments[1]))]);
+        // An undeclared predicate with the same arguments: no argument rows.
+        let unlisted = fact("unlisted", &arguments);
+        assert!(FactIndex::of(&unlisted, &declared)
+            .unwrap()
+            .arguments
+            .is_empty());
+        assert!(FactIndex::of(&record, &ArgumentIndex::default())
+            .unwrap()
+            .arguments
+            .is_empty());
 
         let position = 0x0102_0304_0506_0708u64;
         let mut writes = Writes::default();
-        writes.entry(space, position, (Origin::Append, 1, 2), &fact, &index);
+        writes.entry(space, position, (Origin::Append, 1, 2), &record, &index);
+        let unlisted_index = FactIndex::of(&unlisted, &declared).unwrap();
+        writes.entry(
+            space,
+            position + 1,
+            (Origin::Append, 3, 3),
+            &unlisted,
+            &unlisted_index,
+        );
         let mut memory = memory::Memory::default();
         memory.commit(writes);
-        assert_eq!(memory.count(ENTRY), 1);
-        assert_eq!(memory.count(PREDICATE), 1);
-        // space (16) ‖ argument index (u16 BE) ‖ value key (16) ‖ position (u64 BE)
-        let mut expected: Vec<Vec<u8>> = arguments
-            .iter()
-            .enumerate()
-            .map(|(i, v)| {
-                let mut key = vec![9; 16];
-                key.extend_from_slice(&(i as u16).to_be_bytes());
-                key.extend_from_slice(&digest16(v));
-                key.extend_from_slice(&[1, 2, 3, 4, 5, 6, 7, 8]);
-                key
-            })
-            .collect();
-        expected.sort();
-        assert_eq!(memory.keys(ARGUMENT), expected);
-        assert_eq!(
-            argument_positions(&memory, space, 1, &digest16(&arguments[1]), 0, position, 8)
-                .unwrap(),
-            [position]
-        );
+        assert_eq!(memory.count(ENTRY), 2);
+        assert_eq!(memory.count(PREDICATE), 2);
+        // space (16) ‖ predicate key (16) ‖ argument index (u16 BE) ‖
+        // value key (16) ‖ position (u64 BE)
+        let expected = [
+            &[9; 16][..],
+            &digest16(&Value::label("record")),
+            &[0, 1],
+            &digest16(&arguments[1]),
+            &[1, 2, 3, 4, 5, 6, 7, 8],
+        ]
+        .concat();
+        assert_eq!(memory.keys(ARGUMENT), [expected]);
+        let found = |index: u16, value: &Value| {
+            let argument = ArgumentValue {
+                predicate: digest16(&Value::label("record")),
+                index,
+                value: digest16(value),
+            };
+            argument_positions(&memory, space, &argument, 0, position + 1, 8).unwrap()
+        };
+        assert_eq!(found(1, &arguments[1]), [position]);
+        assert!(found(0, &arguments[1]).is_empty());
         assert!(
-            argument_positions(&memory, space, 0, &digest16(&arguments[1]), 0, position, 8)
-                .unwrap()
-                .is_empty()
+            found(0, &arguments[0]).is_empty(),
+            "argument 0 is not declared"
         );
-        // A fact without arguments has no argument rows.
-        let bare = lab_values::encode(&Value::Tuple(vec![Value::label("p")]));
-        assert!(FactIndex::of(&bare).unwrap().arguments.is_empty());
+    }
+
+    #[test]
+    fn the_identity_and_the_argument_index_are_read_together() {
+        let declared = ArgumentIndex::parse("2CdGcmVjb3Jk:4").unwrap();
+        let mut memory = memory::Memory::default();
+        assert_eq!(
+            identity_and_argument_index(&memory).unwrap().1,
+            ArgumentIndex::default()
+        );
+        let mut writes = Writes::default();
+        writes.identity(&Identity {
+            root: RootId([1; 16]),
+            root_space: SpaceId([2; 16]),
+            instance: InstanceId([3; 16]),
+            cursor_key: [4; 32],
+        });
+        writes.argument_index(&declared);
+        memory.commit(writes);
+        let (identity, read) = identity_and_argument_index(&memory).unwrap();
+        assert_eq!(identity.unwrap().root_space, SpaceId([2; 16]));
+        assert_eq!(read, declared);
+        assert_eq!(argument_index(&memory).unwrap(), declared);
     }
 }

@@ -9,14 +9,14 @@
 //!   naming its key and ID;
 //! - each journal: positions 1 to its head, none missing or beyond;
 //!   batches whole (every entry of a batch names the same first and last,
-//!   and batches follow each other); each entry's predicate index row and,
-//!   where the store's argument index is complete (`meta/argument-index`),
-//!   one argument index row per argument;
+//!   and batches follow each other); each entry's predicate index row and
+//!   one argument index row per pair of the store's declared argument
+//!   index (`meta/argument-index`) the entry has;
 //! - each receipt against the range it answered, and each batch and
 //!   creation against a receipt (every `append` and `create` carries an
 //!   operation ID, so every one left a receipt);
 //! - every `child`, `created`, `predicate` and `argument` row against what
-//!   it indexes.
+//!   it indexes, and every `argument` row against the declared pairs.
 
 use super::Findings;
 use crate::kv::KvError;
@@ -109,9 +109,32 @@ fn index_keys(fact: &[u8]) -> Option<(IndexKey, Vec<IndexKey>)> {
     Some((key(predicate), arguments.iter().map(|a| key(a)).collect()))
 }
 
-/// `argument` keys: space (16) ‖ argument index (2) ‖ value key (16) ‖
-/// position (8).
-const ARGUMENT_KEY_BYTES: usize = 42;
+/// `argument` keys: space (16) ‖ predicate key (16) ‖ argument index (2)
+/// ‖ value key (16) ‖ position (8).
+const ARGUMENT_KEY_BYTES: usize = 58;
+
+/// A declared pair: a predicate's index key and an argument index.
+type Pair = (IndexKey, u16);
+
+/// The declared pairs of `meta/argument-index` (18 octets each: predicate
+/// key ‖ index, big-endian); none when absent; `None` when malformed.
+fn declared_pairs(stored: Option<&[u8]>) -> Option<HashSet<Pair>> {
+    let Some(bytes) = stored else {
+        return Some(HashSet::new());
+    };
+    if !bytes.len().is_multiple_of(18) {
+        return None;
+    }
+    Some(
+        bytes
+            .chunks_exact(18)
+            .map(|pair| {
+                let key: IndexKey = pair[..16].try_into().expect("16 octets");
+                (key, u16::from_be_bytes([pair[16], pair[17]]))
+            })
+            .collect(),
+    )
+}
 
 /// Checks the `journal` namespace; answers its tree when it has one.
 pub fn check(snapshot: &Snapshot, findings: &mut Findings) -> Result<Option<Tree>, KvError> {
@@ -160,24 +183,29 @@ pub fn check(snapshot: &Snapshot, findings: &mut Findings) -> Result<Option<Tree
     }
     check_places(snapshot, ns, &tree, findings)?;
     let receipts = receipts(snapshot, ns, &tree, findings)?;
-    let arguments_indexed = snapshot.get(ns, "meta", b"argument-index")?.is_some();
-    if !arguments_indexed {
+    let stored = snapshot.get(ns, "meta", b"argument-index")?;
+    if stored.is_none() {
         findings.note(
-            "journal: the store was provisioned before the argument index: entries' argument \
-             rows are not required, argument filters are served without it",
+            "journal: the store was provisioned before the argument index: it declares no pair, \
+             argument filters are served without it",
         );
     }
+    let declared = declared_pairs(stored).unwrap_or_else(|| {
+        findings.problem("journal: the declared argument index (meta/argument-index) is malformed");
+        HashSet::new()
+    });
+    findings.count("declared argument index pairs", declared.len() as u64);
     entries(
         snapshot,
         ns,
         &Indexed {
             heads: &heads,
             receipts: &receipts,
-            arguments: arguments_indexed,
+            declared: &declared,
         },
         findings,
     )?;
-    index_rows(snapshot, ns, findings)?;
+    index_rows(snapshot, ns, &declared, findings)?;
     findings.count("spaces", tree.spaces.len() as u64);
     findings.count("receipts", receipts.count);
     Ok(Some(tree))
@@ -437,8 +465,8 @@ struct Batch {
 struct Indexed<'a> {
     heads: &'a HashMap<Id, u64>,
     receipts: &'a Receipts,
-    /// Whether every entry must have its argument rows.
-    arguments: bool,
+    /// The pairs whose argument rows every entry must have.
+    declared: &'a HashSet<Pair>,
 }
 
 /// Walks `entry` in key order: each journal's positions, batches,
@@ -561,14 +589,21 @@ fn entries(
                     ));
                 }
                 for (index, value) in arguments.iter().enumerate() {
+                    let Ok(index) = u16::try_from(index) else {
+                        break;
+                    };
+                    if !indexed.declared.contains(&(predicate, index)) {
+                        continue;
+                    }
                     let row = [
                         &id[..],
-                        &(index as u16).to_be_bytes(),
+                        &predicate,
+                        &index.to_be_bytes(),
                         value,
                         &position.to_be_bytes(),
                     ]
                     .concat();
-                    if indexed.arguments && snapshot.get(ns, "argument", &row)?.is_none() {
+                    if snapshot.get(ns, "argument", &row)?.is_none() {
                         findings.problem(format!(
                             "journal: the entry {name}@{position} has no argument index row \
                              for argument {index}"
@@ -606,6 +641,7 @@ fn entries(
 fn index_rows(
     snapshot: &Snapshot,
     ns: NamespaceDb,
+    declared: &HashSet<Pair>,
     findings: &mut Findings,
 ) -> Result<(), KvError> {
     for row in snapshot.table(ns, "created")? {
@@ -659,21 +695,30 @@ fn index_rows(
     for row in snapshot.table(ns, "argument")? {
         let (key, _) = row?;
         arguments += 1;
-        let entry_key = [
-            key.get(..16).unwrap_or_default(),
-            key.get(34..).unwrap_or_default(),
-        ]
-        .concat();
-        let index = key
-            .get(16..18)
-            .map(|i| usize::from(u16::from_be_bytes([i[0], i[1]])));
+        if key.len() != ARGUMENT_KEY_BYTES {
+            findings.problem(format!(
+                "journal: the argument index row {} is malformed",
+                hex::encode(key)
+            ));
+            continue;
+        }
+        let predicate: IndexKey = key[16..32].try_into().expect("16 octets");
+        let index = u16::from_be_bytes([key[32], key[33]]);
+        if !declared.contains(&(predicate, index)) {
+            findings.problem(format!(
+                "journal: the argument index row {} is for a pair the store does not declare",
+                hex::encode(key)
+            ));
+            continue;
+        }
+        let entry_key = [&key[..16], &key[50..]].concat();
         let indexed = snapshot
             .get(ns, "entry", &entry_key)?
             .and_then(decode_entry)
             .and_then(|e| index_keys(e.fact))
-            .zip(index)
-            .and_then(|((_, arguments), index)| arguments.get(index).copied());
-        if key.len() != ARGUMENT_KEY_BYTES || indexed.as_ref().map(|v| &v[..]) != key.get(18..34) {
+            .filter(|(p, _)| *p == predicate)
+            .and_then(|(_, arguments)| arguments.get(usize::from(index)).copied());
+        if indexed.as_ref().map(|v| &v[..]) != Some(&key[34..50]) {
             findings.problem(format!(
                 "journal: the argument index row {} names no entry with that argument",
                 hex::encode(key)
