@@ -618,6 +618,140 @@ fn the_check_passes_a_clean_store_and_finds_a_flipped_bit_a_deleted_entry_and_a_
     }
 }
 
+#[test]
+fn the_argument_index_is_checked_against_the_declared_pairs_and_kept_by_the_store() {
+    use sha2::Digest as _;
+    let label = |name: &str| lab_values::encode(&lab_values::Value::label(name));
+    let declared = format!("{}:0", b64(&label("p")));
+    let labd = Labd::start(
+        "check-arguments",
+        &["--journal-argument-index", declared.as_str()],
+    );
+    let journal = labd.journal();
+    let space = journal_space(&journal, "indexed");
+    let append = |journal: &Client, facts: Vec<String>, operation_id: String| {
+        let body = json!({ "space": space, "facts": facts, "operation_id": operation_id });
+        let answer = journal.post_json("/v1/append", &body.to_string());
+        assert_eq!(answer.status, 201, "{}", text(&answer.body));
+    };
+    for i in 0..4 {
+        let facts = (0..3).map(|k| b64(&fact(&format!("{i}-{k}")))).collect();
+        append(&journal, facts, format!("a-{i}"));
+    }
+    let state = labd.kill().join("state");
+    // Started again with another setting, the store keeps its own list:
+    // the new entry (13) has its row, and the check finds nothing amiss.
+    let labd = Labd::start_in(
+        state.parent().unwrap().to_path_buf(),
+        vec!["--journal-argument-index".into(), String::new()],
+    );
+    append(&labd.journal(), vec![b64(&fact("1-1"))], "a-again".into());
+    let dir = labd.kill();
+    let clean = check(&state, &[]);
+    assert_eq!(clean.status.code(), Some(0), "{}", stdout_of(&clean));
+    let report = stdout_of(&clean);
+    assert!(!report.contains("before the argument index"), "{report}");
+    let space_id = space["space_id"].as_str().unwrap();
+    let id = hex::decode(space_id.strip_prefix("spc_").unwrap()).unwrap();
+    let argument_key = |predicate: &str, value: &str, position: u64| {
+        let value = lab_values::encode(&lab_values::Value::text(value));
+        [
+            &b"argument\0"[..],
+            &id,
+            &sha2::Sha256::digest(label(predicate))[..16],
+            &0u16.to_be_bytes(),
+            &sha2::Sha256::digest(&value)[..16],
+            &position.to_be_bytes(),
+        ]
+        .concat()
+    };
+
+    // The row of entry 5's argument ("1-1") moved to position 6, and a row
+    // of a pair the store does not declare.
+    let edited = copy_of(&state, "check-argument-edited");
+    edit_store(&edited, "journal", |txn, db| {
+        assert!(db
+            .get(txn, &argument_key("p", "1-1", 13))
+            .unwrap()
+            .is_some());
+        assert!(
+            db.delete(txn, &argument_key("p", "1-1", 5)).unwrap(),
+            "the row to move is not stored"
+        );
+        db.put(txn, &argument_key("p", "1-1", 6), b"").unwrap();
+        db.put(txn, &argument_key("q", "1-2", 6), b"").unwrap();
+    });
+    let report = problems_of(&edited);
+    assert!(
+        report.contains(&format!(
+            "problem: journal: the entry {space_id}@5 has no argument index row for argument 0"
+        )),
+        "{report}"
+    );
+    assert!(
+        report.contains("names no entry with that argument"),
+        "{report}"
+    );
+    assert!(
+        report.contains("is for a pair the store does not declare"),
+        "{report}"
+    );
+    assert_eq!(report.matches("problem: ").count(), 3, "{report}");
+
+    // A store from before the argument index: no list, no rows.
+    let old = copy_of(&state, "check-argument-old");
+    edit_store(&old, "journal", |txn, db| {
+        assert!(db.delete(txn, b"meta\0argument-index").unwrap());
+        let rows: Vec<Vec<u8>> = db
+            .prefix_iter(txn, b"argument\0")
+            .unwrap()
+            .map(|r| r.unwrap().0.to_vec())
+            .collect();
+        let ours = rows.iter().filter(|k| k[9..25] == id[..]).count();
+        assert_eq!(ours, 13, "one row per appended fact's one argument");
+        for key in rows {
+            db.delete(txn, &key).unwrap();
+        }
+    });
+    let out = check(&old, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+    assert!(
+        stdout_of(&out)
+            .contains("note: journal: the store was provisioned before the argument index"),
+        "{}",
+        stdout_of(&out)
+    );
+    // Served, under the default setting: the filter finds the old entries
+    // and a new one, which has no row either.
+    let labd = Labd::start_in(old.parent().unwrap().to_path_buf(), Vec::new());
+    let journal = labd.journal();
+    append(&journal, vec![b64(&fact("1-1"))], "a-new".into());
+    let equals = b64(&lab_values::encode(&lab_values::Value::text("1-1")));
+    let read = json!({ "space": space, "filter": {
+        "predicate": b64(&label("p")),
+        "arguments": [{ "index": 0, "equals": equals }],
+    } });
+    let page = journal.post_json("/v1/read", &read.to_string());
+    assert_eq!(page.status, 200, "{}", text(&page.body));
+    let positions: Vec<u64> = page.json()["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["ref"]["position"].as_u64().unwrap())
+        .collect();
+    assert_eq!(positions, [5, 13, 14]);
+    labd.kill();
+    let out = check(&old, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+    for dir in [
+        dir,
+        edited.parent().unwrap().to_path_buf(),
+        old.parent().unwrap().to_path_buf(),
+    ] {
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
+
 /// The report of `labd check` on a store with problems (exit 1).
 fn problems_of(data_dir: &Path) -> String {
     let out = check(data_dir, &[]);

@@ -1801,6 +1801,153 @@ fn filtered_reads_advance_over_many_nonmatches() {
     assert!(none.is_empty());
 }
 
+/// The argument index setting: `PREDICATE:INDEX` items for `pairs`.
+fn argument_index(pairs: &[(&str, u16)]) -> String {
+    let items: Vec<String> = pairs
+        .iter()
+        .map(|(p, i)| format!("{}:{i}", b64(&encode(&label(p)))))
+        .collect();
+    items.join(",")
+}
+
+#[test]
+fn declared_and_undeclared_argument_conditions_answer_alike() {
+    // One journal indexing `p` arguments 0 and 1, one indexing nothing:
+    // every filter answers the same entries, page by page.
+    let declared = argument_index(&[("p", 0), ("p", 1)]);
+    let journals: Vec<(Labd, Journal)> = [declared.as_str(), ""]
+        .into_iter()
+        .map(|setting| {
+            let labd = Labd::start(
+                "argument-index",
+                &[
+                    "--services",
+                    "bytes,journal",
+                    "--journal-argument-index",
+                    setting,
+                ],
+            );
+            let journal = Journal::new(&labd);
+            (labd, journal)
+        })
+        .collect();
+    let facts: Vec<Vec<u8>> = (0..90i128)
+        .map(|n| {
+            let predicate = if n % 3 == 0 { "q" } else { "p" };
+            let parity = if n % 2 == 0 { "even" } else { "odd" };
+            fact(predicate, vec![V::Int(n % 5), text(parity)])
+        })
+        .collect();
+    let spaces: Vec<Value> = journals
+        .iter()
+        .map(|(_, j)| {
+            let space = j.child(&j.root, "s");
+            for batch in facts.chunks(7) {
+                j.append(&space, batch);
+            }
+            space
+        })
+        .collect();
+    let condition =
+        |index: u16, value: &V| json!({ "index": index, "equals": b64(&encode(value)) });
+    let p = b64(&encode(&label("p")));
+    let q = b64(&encode(&label("q")));
+    let filters = [
+        // Declared pairs.
+        json!({ "predicate": p, "arguments": [condition(0, &V::Int(2))] }),
+        json!({ "predicate": p, "arguments": [condition(1, &text("odd")), condition(0, &V::Int(4))] }),
+        json!({ "predicate": p, "origin": "append", "arguments": [condition(1, &text("even"))],
+                "positions": { "after": 20, "through": 70 } }),
+        // Undeclared: another predicate, or no predicate.
+        json!({ "predicate": q, "arguments": [condition(0, &V::Int(2))] }),
+        json!({ "arguments": [condition(0, &V::Int(2))] }),
+        json!({ "arguments": [condition(1, &text("odd")), condition(0, &V::Int(3))] }),
+    ];
+    for filter in &filters {
+        let answers: Vec<Vec<(Value, Value, Value)>> = journals
+            .iter()
+            .zip(&spaces)
+            .map(|((_, j), space)| {
+                let (through, entries) = j.read_all(space, Some(filter), Some(4));
+                assert_eq!(through, 90);
+                entries
+                    .iter()
+                    .map(|e| {
+                        (
+                            e["ref"]["position"].clone(),
+                            e["fact"].clone(),
+                            e["batch"].clone(),
+                        )
+                    })
+                    .collect()
+            })
+            .collect();
+        assert!(!answers[0].is_empty(), "{filter}");
+        assert_eq!(answers[0], answers[1], "{filter}");
+        // And what a scan of the facts by hand finds.
+        let wanted: Vec<u64> = (1..=90u64)
+            .filter(|&position| {
+                let n = position as i128 - 1;
+                let predicate = if n % 3 == 0 { &q } else { &p };
+                let parity = if n % 2 == 0 { "even" } else { "odd" };
+                let arguments = [b64(&encode(&V::Int(n % 5))), b64(&encode(&text(parity)))];
+                let bounds = &filter["positions"];
+                filter["predicate"]
+                    .as_str()
+                    .is_none_or(|want| want == predicate)
+                    && bounds["after"].as_u64().is_none_or(|a| position > a)
+                    && bounds["through"].as_u64().is_none_or(|t| position <= t)
+                    && filter["arguments"].as_array().unwrap().iter().all(|c| {
+                        arguments[c["index"].as_u64().unwrap() as usize]
+                            == c["equals"].as_str().unwrap()
+                    })
+            })
+            .collect();
+        let found: Vec<u64> = answers[0]
+            .iter()
+            .map(|(p, _, _)| p.as_u64().unwrap())
+            .collect();
+        assert_eq!(found, wanted, "{filter}");
+    }
+}
+
+#[test]
+fn a_malformed_argument_index_setting_stops_labd_at_start() {
+    let record = b64(&encode(&label("record")));
+    let tuple = b64(&encode(&V::Tuple(vec![label("record")])));
+    for (setting, item, why) in [
+        (record.clone(), record.as_str(), "is not PREDICATE:INDEX"),
+        (format!("{record}:4,"), "", "is not PREDICATE:INDEX"),
+        (
+            format!("{record}:x"),
+            "2CdGcmVjb3Jk:x",
+            "not a decimal integer",
+        ),
+        (
+            format!("{record}:65536"),
+            "2CdGcmVjb3Jk:65536",
+            "above 65535",
+        ),
+        (
+            "2CdGcmVjb3J:1".to_string(),
+            "2CdGcmVjb3J:1",
+            "canonical padded standard base64",
+        ),
+        (format!("{tuple}:1"), &*format!("{tuple}:1"), "not an atom"),
+    ] {
+        let stderr = support::refused_start(
+            "argument-index-refused",
+            &["--journal-argument-index".to_string(), setting.clone()],
+        );
+        let message =
+            format!("the argument index setting (--journal-argument-index): the item {item:?}");
+        assert!(
+            stderr.contains(&message) && stderr.contains(why),
+            "{setting}: {stderr}"
+        );
+    }
+}
+
 #[test]
 fn children_pages_and_fixed_observations() {
     let (_labd, j) = start("children");

@@ -212,6 +212,25 @@ fn a_request_holding_a_write_transaction_cannot_apply_a_sequenced_batch() {
 }
 
 #[test]
+fn a_batch_read_of_a_snapshot_answers_in_order_up_to_its_bound() {
+    let labd = start_probe("kv-get-all");
+    let client = labd.bytes();
+    let text = |r: &support::Response| String::from_utf8_lossy(&r.body).into_owned();
+    let put = client.post("/kv/put?key=a&value=1", None, b"");
+    assert_eq!(put.status, 200, "{}", text(&put));
+    let found = client.get("/kv/get-all?key=a&len=1024");
+    assert_eq!((found.status, text(&found)), (200, "1024 of 1024".into()));
+    let absent = client.get("/kv/get-all?key=b&len=3");
+    assert_eq!((absent.status, text(&absent)), (200, "0 of 3".into()));
+    // One key past the bound a scan's answer has.
+    let over = client.get("/kv/get-all?key=a&len=1025");
+    assert_eq!(
+        (over.status, text(&over)),
+        (413, "KvError::TooLarge".into())
+    );
+}
+
+#[test]
 fn a_service_calls_a_cohosted_service_in_process() {
     // Without the coordination service, which calls the journal itself.
     let probe = support::built_component("probe");

@@ -6,8 +6,6 @@ mod support;
 
 use sha2::{Digest, Sha256};
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 use support::Labd;
 
 fn description(effects: &str, egress: &str) -> String {
@@ -39,38 +37,6 @@ fn digest_of(release: &str) -> String {
     format!("sha256:{}", hex::encode(Sha256::digest(&wasm)))
 }
 
-/// Runs `labd` with `args` expecting it to stop at start; returns what it
-/// wrote to stderr.
-fn refused_start(name: &str, args: &[String]) -> String {
-    let dir = support::temp_dir(name);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_labd"))
-        .arg("--data-dir")
-        .arg(dir.join("state"))
-        .args(["--log", "error"])
-        .args(support::LOOPBACK_LISTENERS)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if started.elapsed() > Duration::from_secs(60) {
-            child.kill().unwrap();
-            panic!("labd did not stop at start");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
-    assert!(!status.success(), "labd started: {stderr}");
-    stderr
-}
-
 fn assert_names(stderr: &str, words: &[&str]) {
     for word in words {
         assert!(stderr.contains(word), "`{word}` missing from: {stderr}");
@@ -81,7 +47,7 @@ fn assert_names(stderr: &str, words: &[&str]) {
 fn a_release_reaching_beyond_the_tool_world_stops_the_start() {
     let dir = support::temp_dir("tool-reach-files");
     let reach = tool(&dir, "reach", &description("[]", "[]"));
-    let stderr = refused_start("tool-reach", &["--coord-tool".into(), reach]);
+    let stderr = support::refused_start("tool-reach", &["--coord-tool".into(), reach]);
     assert_names(
         &stderr,
         &[
@@ -98,7 +64,7 @@ fn an_effect_neither_declared_nor_allowed_stops_the_start() {
     let effects = digest_of("effects");
     // The component imports the clock; the description declares nothing.
     let undeclared = tool(&dir, "effects", &description("[]", "[]"));
-    let stderr = refused_start(
+    let stderr = support::refused_start(
         "tool-undeclared",
         &[
             "--coord-tool".into(),
@@ -122,7 +88,7 @@ fn an_effect_neither_declared_nor_allowed_stops_the_start() {
         "effects",
         &description(r#"["clock", "random"]"#, "[]"),
     );
-    let stderr = refused_start(
+    let stderr = support::refused_start(
         "tool-not-allowed",
         &[
             "--coord-tool".into(),
@@ -134,13 +100,13 @@ fn an_effect_neither_declared_nor_allowed_stops_the_start() {
     assert_names(&stderr, &[&effects, "effect `random`", "does not allow"]);
     // An effect this host does not know.
     let unknown = tool(&dir, "upper", &description(r#"["network"]"#, "[]"));
-    let stderr = refused_start("tool-unknown-effect", &["--coord-tool".into(), unknown]);
+    let stderr = support::refused_start("tool-unknown-effect", &["--coord-tool".into(), unknown]);
     assert_names(
         &stderr,
         &[&digest_of("upper"), "effect `network`", "does not know"],
     );
     // A deployment setting naming an unknown effect.
-    let stderr = refused_start(
+    let stderr = support::refused_start(
         "tool-unknown-allowed",
         &["--tool-effects".into(), "network".into()],
     );
@@ -151,7 +117,7 @@ fn an_effect_neither_declared_nor_allowed_stops_the_start() {
 fn a_release_declaring_egress_stops_the_start() {
     let dir = support::temp_dir("tool-egress-files");
     let egress = tool(&dir, "upper", &description("[]", r#"["example.org:443"]"#));
-    let stderr = refused_start("tool-egress", &["--coord-tool".into(), egress]);
+    let stderr = support::refused_start("tool-egress", &["--coord-tool".into(), egress]);
     assert_names(
         &stderr,
         &[

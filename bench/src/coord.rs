@@ -7,6 +7,9 @@
 //!   one fact (each a new operation ID) straight to the journal's listener
 //!   from as many clients, round robin over as many journals: the
 //!   service's cost on top of the journal append underneath a publish;
+//! - beside them, the recovery search a publish makes (a filtered journal
+//!   read) on a journal of 4,000 record-shaped facts against one of 40:
+//!   whether its cost grows with the leaf;
 //! - signed `entries` (`limit=1`) of those leaves against the journal's
 //!   unsigned `read` (`limit` 1) of the same leaf journals;
 //! - signed `declare` (each a new operation ID, round robin over
@@ -70,6 +73,14 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Record facts of the long and the short leaf the recovery search is
+/// measured on: under the page's inspection budget (4,096 candidates), so
+/// a search that reads every record still answers in one page.
+const LONG_LEAF: usize = 4_000;
+const SHORT_LEAF: usize = 40;
+/// Record facts per append while those leaves are filled.
+const APPEND_RECORDS: usize = 128;
 
 /// The project the records go to.
 const PROJECT: &str = "bench";
@@ -312,6 +323,17 @@ fn sha256_name(bytes: &[u8]) -> String {
 }
 
 /// `projects/<PROJECT>/snapshots/s<leaf>`.
+/// A fact shaped as a record as far as the recovery search reads it:
+/// `[label record, 0, 1, 2, text req_<n>]`, the request identity at
+/// argument 4.
+fn record_shaped(n: usize) -> Vec<u8> {
+    use lab_values::Value;
+    let mut children = vec![Value::label("record")];
+    children.extend((0..3u64).map(Value::int));
+    children.push(Value::text(format!("req_{n:064x}")));
+    Value::Tuple(children).to_bytes()
+}
+
 fn leaf_path(leaf: usize) -> Vec<String> {
     ["projects", PROJECT, "snapshots", &format!("s{leaf}")]
         .map(String::from)
@@ -586,6 +608,8 @@ pub async fn run(target: Target, threads: usize, paths_only: bool) -> Result<Vec
     }
     progress("coord: publish against its parts, c=16");
     rows.push(bench.publish_parts(16).await?.row());
+    progress("coord: recovery search, a long leaf against a short one, c=16");
+    rows.push(bench.search_growth(16).await?);
     let mut reads = Vec::new();
     for clients in CLIENTS {
         progress(&format!("coord: entries, c={clients}"));
@@ -883,7 +907,9 @@ impl Bench {
                 rates[i] = rates[i].max(load.per_second());
                 [&mut parts.publish, &mut parts.resolve][i].add(&load);
             }
-            parts.search.add(&self.load_searches(clients, time).await?);
+            parts
+                .search
+                .add(&self.load_searches(&self.leaves, clients, time).await?);
             parts.put.add(&self.load_puts(clients, time).await?);
             parts.append.add(
                 &self
@@ -899,13 +925,66 @@ impl Bench {
         Ok(parts)
     }
 
-    /// Unsigned journal reads of the leaves filtered as a publish's
-    /// recovery search filters them (`components/coord/src/ops/publish.rs`,
+    /// The recovery search's rate on a journal of `LONG_LEAF` record
+    /// facts against one of `SHORT_LEAF`, in alternating rounds: whether
+    /// its cost grows with the leaf. The facts are written straight
+    /// through the journal, shaped as records only as far as the search
+    /// looks (predicate `record`, a request identity at argument 4).
+    async fn search_growth(&self, clients: usize) -> Result<Row> {
+        let ids = journal::identity(self.target.journal).await?;
+        let mut api = Api::connect(self.target.journal).await?;
+        let mut leaves = Vec::new();
+        for records in [LONG_LEAF, SHORT_LEAF] {
+            let name = format!("search-{records}");
+            let space = journal::create(&mut api, &ids, &ids.root_space, &name).await?;
+            let space_ref = ids.space_ref(&space);
+            for from in (0..records).step_by(APPEND_RECORDS) {
+                let facts: Vec<String> = (from..records.min(from + APPEND_RECORDS))
+                    .map(|n| journal::base64(&record_shaped(n)))
+                    .collect();
+                let body = json!({
+                    "space": space_ref,
+                    "facts": facts,
+                    "operation_id": format!("{name}-{from}"),
+                });
+                api.call("append", &body, 201).await?;
+            }
+            leaves.push(Arc::new(vec![space_ref.to_string()]));
+        }
+        let time = ROW_TIME / ROUNDS;
+        let (mut long, mut short) = (Load::default(), Load::default());
+        for _ in 0..ROUNDS {
+            long.add(&self.load_searches(&leaves[0], clients, time).await?);
+            short.add(&self.load_searches(&leaves[1], clients, time).await?);
+        }
+        let mut row = load_row(
+            &format!(
+                "  recovery search c={clients}, a leaf of {LONG_LEAF} records against one of \
+                 {SHORT_LEAF}"
+            ),
+            &long,
+            &short,
+            &format!("search, leaf of {SHORT_LEAF}"),
+        );
+        row.target = verdict(
+            ">= 80% of the short leaf's (cost does not grow with the leaf)",
+            long.per_second() >= 0.8 * short.per_second(),
+        );
+        Ok(row)
+    }
+
+    /// Unsigned journal reads of `spaces` filtered as a publish's
+    /// recovery search filters a leaf (`components/coord/src/ops/publish.rs`,
     /// `search`): records whose request identity (argument 4) is one no
     /// record carries, so every page is empty, for `time`.
-    async fn load_searches(&self, clients: usize, time: Duration) -> Result<Load> {
+    async fn load_searches(
+        &self,
+        spaces: &Arc<Vec<String>>,
+        clients: usize,
+        time: Duration,
+    ) -> Result<Load> {
         let (run, addr) = (self.next_run(), self.target.journal);
-        let spaces = Arc::clone(&self.leaves);
+        let spaces = Arc::clone(spaces);
         let predicate = journal::base64(&lab_values::Value::label("record").to_bytes());
         let build: Arc<Build> = Arc::new(move |client, n| {
             let space = &spaces[(client + n as usize * clients) % spaces.len()];

@@ -242,6 +242,9 @@ async fn run(settings: Settings) -> Result<()> {
         if let (Some(coord), "coord") = (&coord, plan.name) {
             coord.configure(&config, operations.local_addr()?);
         }
+        if plan.name == "journal" {
+            config.set("argument-index", settings.journal_argument_index.clone());
+        }
         let env = Arc::new(ServiceEnv {
             service: plan.name,
             blobs: Arc::clone(&blobs),

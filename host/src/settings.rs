@@ -57,6 +57,22 @@ pub struct Settings {
     #[arg(long, env = "LAB_JOURNAL_COMPONENT")]
     pub journal_component: Option<PathBuf>,
 
+    /// The journal's argument index, fixed when its store is provisioned
+    /// (a store keeps the list it was provisioned with): comma-separated
+    /// `PREDICATE:INDEX` items, PREDICATE the padded standard base64 of a
+    /// canonical atom (a filter's `predicate`), INDEX 0..65535. A filtered
+    /// read naming a declared predicate and argument index is served from
+    /// it; every entry pays one row per declared pair it has. The empty
+    /// value declares none [default: `record` arguments 4 and 1, which the
+    /// coordination service's searches filter on].
+    #[arg(
+        long,
+        env = "LAB_JOURNAL_ARGUMENT_INDEX",
+        default_value = "2CdGcmVjb3Jk:4,2CdGcmVjb3Jk:1",
+        hide_default_value = true
+    )]
+    pub journal_argument_index: String,
+
     /// Operations listener of the coordination service.
     #[arg(long, env = "LAB_COORD_LISTEN", default_value = "127.0.0.1:8094")]
     pub coord_listen: SocketAddr,

@@ -86,6 +86,38 @@ pub fn built_component(name: &str) -> PathBuf {
         .join(format!("lab_{name}.wasm"))
 }
 
+/// Runs `labd` with `args` expecting it to stop at start; returns what it
+/// wrote to stderr.
+pub fn refused_start(name: &str, args: &[String]) -> String {
+    let dir = temp_dir(name);
+    let mut child = Command::new(labd_binary())
+        .arg("--data-dir")
+        .arg(dir.join("state"))
+        .args(["--log", "error"])
+        .args(LOOPBACK_LISTENERS)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > PROBE_LIMIT {
+            child.kill().unwrap();
+            panic!("labd did not stop at start");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(!status.success(), "labd started: {stderr}");
+    stderr
+}
+
 impl Labd {
     /// Starts `labd` with its state in a new directory and `args` added.
     pub fn start(name: &str, args: &[&str]) -> Labd {

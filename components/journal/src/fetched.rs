@@ -36,6 +36,10 @@ impl Reads for Fetched {
             .ok_or_else(|| Refusal::Internal(format!("a read of `{table}` that was not fetched")))
     }
 
+    fn get_all(&self, keys: &[TableKey]) -> Result<Vec<Option<Vec<u8>>>, Refusal> {
+        keys.iter().map(|k| self.get(&k.table, &k.key)).collect()
+    }
+
     fn scan(&self, table: &str, _: &Range) -> Result<Vec<Entry>, Refusal> {
         Err(Refusal::Internal(format!(
             "a scan of `{table}` in fetched reads"
@@ -63,6 +67,14 @@ mod tests {
         .unwrap();
         assert_eq!(fetched.get("meta", b"identity"), Ok(Some(b"id".to_vec())));
         assert_eq!(fetched.get("head", b"s"), Ok(None));
+        assert_eq!(
+            fetched.get_all(&[key("head", b"s"), key("meta", b"identity")]),
+            Ok(vec![None, Some(b"id".to_vec())])
+        );
+        assert!(matches!(
+            fetched.get_all(&[key("meta", b"identity"), key("head", b"t")]),
+            Err(Refusal::Internal(_))
+        ));
         assert!(matches!(
             fetched.get("head", b"t"),
             Err(Refusal::Internal(_))

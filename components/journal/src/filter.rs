@@ -9,7 +9,6 @@
 use lab_strict_json::Json;
 use lab_values::Value as Datum;
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 
 use crate::refusal::Refusal;
 use crate::requests::{self, Members, MAX_POSITION};
@@ -204,50 +203,54 @@ impl Filter {
             .expect("a normalized filter holds only integers, strings and null, four levels deep")
     }
 
-    /// Whether the entry at `position` with `origin` and value `fact`
-    /// satisfies every condition. A value that is not a fact, or a fact
-    /// without the argument a condition names, does not match.
-    pub fn matches(&self, fact: &Datum, origin: Origin, position: u64) -> bool {
+    /// Whether the entry at `position` with `origin` and the canonical
+    /// value `fact` satisfies every condition, comparing canonical bytes
+    /// (equal values have equal encodings) without decoding the fact into
+    /// values. A value that is not a fact, or a fact without the argument a
+    /// condition names, does not match.
+    pub fn matches(&self, fact: &[u8], origin: Origin, position: u64) -> bool {
         if position <= self.after || position > self.through {
             return false;
         }
         if self.origin.is_some_and(|wanted| wanted != origin) {
             return false;
         }
-        let Some((predicate, arguments)) = fact.as_fact() else {
+        let Ok(children) = lab_values::tuple_children(fact) else {
             return false;
         };
-        if let Some(wanted) = &self.predicate {
-            if !encodes(predicate, &wanted.bytes) {
-                return false;
-            }
+        let Some((predicate, arguments)) = children.split_first() else {
+            return false;
+        };
+        if !is_atom(predicate) {
+            return false;
+        }
+        if self
+            .predicate
+            .as_ref()
+            .is_some_and(|wanted| *predicate != wanted.bytes)
+        {
+            return false;
         }
         self.arguments.iter().all(|condition| {
             arguments
                 .get(usize::from(condition.index))
-                .is_some_and(|argument| encodes(argument, &condition.bytes))
+                .is_some_and(|argument| *argument == condition.bytes)
         })
     }
 }
 
-/// Whether the canonical encoding of `value` is `bytes`.
-fn encodes(value: &Datum, bytes: &[u8]) -> bool {
-    lab_values::encode(value) == bytes
-}
-
-/// The predicate index key: the first 16 bytes of SHA-256 over a
-/// predicate's canonical bytes.
-pub fn predicate_key(canonical_atom: &[u8]) -> [u8; 16] {
-    let digest = Sha256::digest(canonical_atom);
-    let mut key = [0u8; 16];
-    key.copy_from_slice(&digest[..16]);
-    key
+/// Whether a canonical encoding is an atom's: neither a tuple nor a map.
+fn is_atom(encoded: &[u8]) -> bool {
+    encoded
+        .first()
+        .is_some_and(|b| !matches!(b >> 5, lab_values::MAJOR_ARRAY | lab_values::MAJOR_MAP))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::requests::tests::{assert_invalid, assert_limit, b64};
+    use sha2::{Digest, Sha256};
 
     fn filter(doc: Value) -> Result<Filter, Refusal> {
         let json = lab_strict_json::parse(&serde_json::to_vec(&doc).unwrap()).unwrap();
@@ -508,16 +511,25 @@ mod tests {
     fn matching() {
         let fact = |items: Vec<Datum>| Datum::Tuple(items);
         let p = Datum::label("p");
-        let entry = fact(vec![p.clone(), Datum::text("aa"), Datum::int(1u64)]);
+        let entry = lab_values::encode(&fact(vec![p.clone(), Datum::text("aa"), Datum::int(1u64)]));
         let any = Filter::unfiltered();
         assert!(any.matches(&entry, Origin::Append, 1));
         assert!(any.matches(&entry, Origin::Create, MAX_POSITION));
-        assert!(!any.matches(&Datum::label("p"), Origin::Append, 1));
+        // Not facts: an atom, an empty tuple, a tuple led by a tuple, bytes
+        // that are no value.
+        for not_a_fact in [
+            Datum::label("p"),
+            fact(vec![]),
+            fact(vec![fact(vec![]), Datum::int(1u64)]),
+        ] {
+            assert!(!any.matches(&lab_values::encode(&not_a_fact), Origin::Append, 1));
+        }
+        assert!(!any.matches(&[0x82, 0x01], Origin::Append, 1));
 
         let by = |doc: Value| filter(doc).unwrap();
         let predicate = by(json!({"predicate": b64(&label("p"))}));
         assert!(predicate.matches(&entry, Origin::Append, 1));
-        let other = fact(vec![Datum::text("p"), Datum::text("aa")]);
+        let other = lab_values::encode(&fact(vec![Datum::text("p"), Datum::text("aa")]));
         assert!(!predicate.matches(&other, Origin::Append, 1));
 
         let first = by(json!({"arguments": [{"index": 0, "equals": b64(&[0x62, 0x61, 0x61])}]}));
@@ -530,7 +542,7 @@ mod tests {
             {"index": 1, "equals": "AQ=="}, {"index": 1, "equals": "Ag=="},
         ]}));
         assert!(!both.matches(&entry, Origin::Append, 1));
-        let nested = fact(vec![p.clone(), fact(vec![Datum::int(1u64)])]);
+        let nested = lab_values::encode(&fact(vec![p.clone(), fact(vec![Datum::int(1u64)])]));
         let tuple = by(json!({"arguments": [{"index": 0, "equals": b64(&[0x81, 0x01])}]}));
         assert!(tuple.matches(&nested, Origin::Append, 1));
         assert!(!tuple.matches(&entry, Origin::Append, 1));
@@ -546,13 +558,5 @@ mod tests {
         assert_eq!(hits, [3, 4]);
         let empty = by(json!({"positions": {"after": 4, "through": 2}}));
         assert!((0..=6).all(|n| !empty.matches(&entry, Origin::Append, n)));
-    }
-
-    #[test]
-    fn predicate_keys() {
-        let bytes = label("p");
-        let full = Sha256::digest(&bytes);
-        assert_eq!(predicate_key(&bytes), full[..16]);
-        assert_ne!(predicate_key(&bytes), predicate_key(&label("q")));
     }
 }

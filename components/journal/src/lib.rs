@@ -9,6 +9,7 @@
 //! - [`cursor`]: sealed, self-validating cursors.
 //! - [`store`]: the storage layout over the key-value store.
 //! - [`fetched`]: point reads of one snapshot fetched in one exchange.
+//! - [`declared`]: the pairs a store's argument index covers.
 //! - [`pager`]: one page of a fixed prefix under the page budgets.
 //! - [`page_json`]: the JSON text of `read`, `query`, `children` and `head`
 //!   answers.
@@ -16,6 +17,7 @@
 //! - [`operational`]: `livez`, `healthz`, `describe`, `describe/{file}`.
 
 pub mod cursor;
+pub mod declared;
 pub mod fetched;
 pub mod filter;
 pub mod ids;
@@ -50,8 +52,14 @@ impl Guest for Journal {
         REPLY.identity()
     }
 
+    /// Refuses a malformed `argument-index` setting on every start, though
+    /// only a store's provisioning reads it.
     fn prepare() -> Result<(), String> {
-        ops::mutate::provision().map_err(|e| e.message())
+        let setting = lab_guest::lab::platform::config::get("argument-index").unwrap_or_default();
+        let declared = declared::ArgumentIndex::parse(&setting).map_err(|why| {
+            format!("the argument index setting (--journal-argument-index): {why}")
+        })?;
+        ops::mutate::provision(&declared).map_err(|e| e.message())
     }
 
     fn handle(request: Request, body: &IncomingBody) -> Response {

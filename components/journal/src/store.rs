@@ -1,6 +1,7 @@
 //! The journal's storage layout over the host's key-value store; see
 //! `docs/journal.md`. Integers are big-endian so key order is numeric order.
 
+pub use crate::declared::ArgumentIndex;
 pub use crate::filter::Origin;
 use crate::ids::{InstanceId, RootId, SpaceId};
 use crate::refusal::Refusal;
@@ -8,6 +9,7 @@ use lab_guest::lab::platform::kv::{
     self, BatchOutcome, CounterSlot, Entry, KvError, Range, SequencedBatch, SequencedWrite,
     TableKey, TableWrite,
 };
+use sha2::{Digest, Sha256};
 
 const META: &str = "meta";
 const SPACE: &str = "space";
@@ -16,7 +18,14 @@ const ENTRY: &str = "entry";
 const CHILD: &str = "child";
 const CREATED: &str = "created";
 const PREDICATE: &str = "predicate";
+const ARGUMENT: &str = "argument";
 const RECEIPT: &str = "receipt";
+
+/// The `meta` key of the store's declared argument index, written when the
+/// store is provisioned and never changed; absent in a store provisioned
+/// before it, which declares none (`docs/journal.md`, "Storage layout").
+const ARGUMENT_INDEX: &[u8] = b"argument-index";
+const IDENTITY: &[u8] = b"identity";
 
 /// Who this store is: provisioned once, kept for ever.
 #[derive(Debug, Clone, Copy)]
@@ -82,12 +91,18 @@ fn corrupt(what: &str) -> Refusal {
 /// Reads, in a read or in a write transaction.
 pub trait Reads {
     fn get(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>, Refusal>;
+    /// The values of `keys`, in order, in one exchange with the store.
+    fn get_all(&self, keys: &[TableKey]) -> Result<Vec<Option<Vec<u8>>>, Refusal>;
     fn scan(&self, table: &str, range: &Range) -> Result<Vec<Entry>, Refusal>;
 }
 
 impl Reads for kv::ReadTxn {
     fn get(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>, Refusal> {
         kv::ReadTxn::get(self, table, key).map_err(unavailable)
+    }
+
+    fn get_all(&self, keys: &[TableKey]) -> Result<Vec<Option<Vec<u8>>>, Refusal> {
+        kv::ReadTxn::get_all(self, keys).map_err(unavailable)
     }
 
     fn scan(&self, table: &str, range: &Range) -> Result<Vec<Entry>, Refusal> {
@@ -98,6 +113,10 @@ impl Reads for kv::ReadTxn {
 impl Reads for kv::WriteTxn {
     fn get(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>, Refusal> {
         kv::WriteTxn::get(self, table, key).map_err(unavailable)
+    }
+
+    fn get_all(&self, keys: &[TableKey]) -> Result<Vec<Option<Vec<u8>>>, Refusal> {
+        kv::WriteTxn::get_all(self, keys).map_err(unavailable)
     }
 
     fn scan(&self, table: &str, range: &Range) -> Result<Vec<Entry>, Refusal> {
@@ -156,8 +175,43 @@ fn id_at(bytes: &[u8], at: usize) -> Option<[u8; 16]> {
     bytes.get(at..at + 16)?.try_into().ok()
 }
 
+/// The store's declared argument index.
+pub fn argument_index(r: &impl Reads) -> Result<ArgumentIndex, Refusal> {
+    decode_argument_index(r.get(META, ARGUMENT_INDEX)?)
+}
+
+fn decode_argument_index(bytes: Option<Vec<u8>>) -> Result<ArgumentIndex, Refusal> {
+    match bytes {
+        None => Ok(ArgumentIndex::default()),
+        Some(bytes) => ArgumentIndex::decode(&bytes).ok_or_else(|| corrupt("argument index")),
+    }
+}
+
 pub fn identity(r: &impl Reads) -> Result<Option<Identity>, Refusal> {
-    let Some(bytes) = r.get(META, b"identity")? else {
+    decode_identity(r.get(META, IDENTITY)?)
+}
+
+/// The identity and the declared argument index, in one exchange with the
+/// store: what a write path reads before it prepares its entries.
+pub fn identity_and_argument_index(
+    r: &impl Reads,
+) -> Result<(Option<Identity>, ArgumentIndex), Refusal> {
+    let keys = [IDENTITY, ARGUMENT_INDEX].map(|key| TableKey {
+        table: META.into(),
+        key: key.to_vec(),
+    });
+    let [identity, argument_index]: [Option<Vec<u8>>; 2] = r
+        .get_all(&keys)?
+        .try_into()
+        .map_err(|_| Refusal::Internal("the store answered a read of two keys oddly".into()))?;
+    Ok((
+        decode_identity(identity)?,
+        decode_argument_index(argument_index)?,
+    ))
+}
+
+fn decode_identity(bytes: Option<Vec<u8>>) -> Result<Option<Identity>, Refusal> {
+    let Some(bytes) = bytes else {
         return Ok(None);
     };
     let parse = || {
@@ -259,6 +313,32 @@ fn encode_entry(origin: Origin, first: u64, last: u64, fact: &[u8]) -> Vec<u8> {
     bytes
 }
 
+/// The entries at `positions`, in order, in one exchange with the store;
+/// each must exist (an index names it).
+pub fn entries_at(
+    r: &impl Reads,
+    space: SpaceId,
+    positions: &[u64],
+) -> Result<Vec<EntryRecord>, Refusal> {
+    let keys: Vec<TableKey> = positions
+        .iter()
+        .map(|p| TableKey {
+            table: ENTRY.into(),
+            key: concat(&[&space.0, &p.to_be_bytes()]),
+        })
+        .collect();
+    r.get_all(&keys)?
+        .into_iter()
+        .zip(positions)
+        .map(|(bytes, position)| {
+            let bytes = bytes.ok_or_else(|| {
+                Refusal::Internal(format!("an indexed entry at {position} is missing"))
+            })?;
+            decode_entry(bytes).ok_or_else(|| corrupt("entry"))
+        })
+        .collect()
+}
+
 /// The range of `table` keys `prefix ‖ position` for positions in
 /// (after, through], at most `limit`.
 fn positions(prefix: &[u8], after: u64, through: u64, limit: u32) -> Range {
@@ -342,6 +422,86 @@ pub fn predicate_positions(
         .map(|e| u64_at(&e.key, 32).ok_or_else(|| corrupt("predicate key")))
         .collect()
 }
+
+/// One declared argument's value: the keys an `argument` row is found by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ArgumentValue {
+    pub predicate: [u8; 16],
+    pub index: u16,
+    pub value: [u8; 16],
+}
+
+/// Positions in (after, through] whose fact has this predicate and this
+/// value at argument `index`, a declared pair, in order, at most `limit`.
+pub fn argument_positions(
+    r: &impl Reads,
+    space: SpaceId,
+    argument: &ArgumentValue,
+    after: u64,
+    through: u64,
+    limit: u32,
+) -> Result<Vec<u64>, Refusal> {
+    if after >= through {
+        return Ok(Vec::new());
+    }
+    let prefix = argument_prefix(space, argument);
+    r.scan(ARGUMENT, &positions(&prefix, after, through, limit))?
+        .into_iter()
+        .map(|e| u64_at(&e.key, ARGUMENT_POSITION_AT).ok_or_else(|| corrupt("argument key")))
+        .collect()
+}
+
+/// The index key of a canonical value: the first 16 octets of its SHA-256.
+pub fn index_key(canonical: &[u8]) -> [u8; 16] {
+    let digest = Sha256::digest(canonical);
+    let mut key = [0u8; 16];
+    key.copy_from_slice(&digest[..16]);
+    key
+}
+
+/// The index keys of one fact: its predicate's, and each declared
+/// argument's (by the store's argument index) that the fact has, by
+/// ascending index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FactIndex {
+    pub predicate: [u8; 16],
+    pub arguments: Vec<(u16, [u8; 16])>,
+}
+
+impl FactIndex {
+    /// The keys of a validated fact, read from its bytes without decoding
+    /// it into values; only the declared arguments are hashed.
+    pub fn of(fact: &[u8], declared: &ArgumentIndex) -> Result<FactIndex, Refusal> {
+        let children = lab_values::tuple_children(fact)
+            .map_err(|e| Refusal::Internal(format!("a validated fact does not decode: {e}")))?;
+        let (predicate, arguments) = children
+            .split_first()
+            .ok_or_else(|| Refusal::Internal("a validated fact is not a fact".into()))?;
+        let predicate = index_key(predicate);
+        let arguments = declared
+            .indexes_of(&predicate)
+            .filter_map(|i| Some((i, index_key(arguments.get(usize::from(i))?))))
+            .collect();
+        Ok(FactIndex {
+            predicate,
+            arguments,
+        })
+    }
+}
+
+/// `space ‖ predicate key ‖ argument index ‖ value key`: an `argument`
+/// key without its position.
+fn argument_prefix(space: SpaceId, argument: &ArgumentValue) -> Vec<u8> {
+    concat(&[
+        &space.0,
+        &argument.predicate,
+        &argument.index.to_be_bytes(),
+        &argument.value,
+    ])
+}
+
+/// Where the position lies in an `argument` key (16 + 16 + 2 + 16).
+const ARGUMENT_POSITION_AT: usize = 50;
 
 fn receipt_key(space: SpaceId, kind: ReceiptKind, operation_id: &str) -> Vec<u8> {
     let kind = match kind {
@@ -449,7 +609,7 @@ pub struct AppendBatch<'a> {
     pub space: SpaceId,
     pub operation_id: &'a str,
     pub facts: &'a [Vec<u8>],
-    pub predicates: &'a [[u8; 16]],
+    pub indexes: &'a [FactIndex],
     pub digest: [u8; 32],
     pub expected_cutoff: Option<u64>,
     pub max_position: u64,
@@ -486,45 +646,37 @@ impl AppendBatch<'_> {
     pub fn apply(self) -> Result<BatchOutcome, Refusal> {
         let count = self.facts.len() as u64;
         // The rows as `Writes` lays them out, every position 0: the store
-        // fills each slot from the head before it writes.
-        let mut rows = Writes::default();
-        for (fact, predicate) in self.facts.iter().zip(self.predicates) {
-            rows.entry(self.space, 0, (Origin::Append, 0, 0), fact, predicate);
+        // fills each slot from the head before it writes. Fact k's rows
+        // (its entry, then its index rows) hold position head + k + 1.
+        let mut writes = Vec::new();
+        for (k, (fact, index)) in self.facts.iter().zip(self.indexes).enumerate() {
+            let mut rows = Writes::default();
+            rows.entry(self.space, 0, (Origin::Append, 0, 0), fact, index);
+            let position = 1 + k as u64;
+            writes.extend(rows.0.into_iter().map(|row| {
+                let mut slots = vec![slot(true, position_in(&row.key), position)];
+                if row.table == ENTRY {
+                    slots.push(slot(false, ENTRY_FIRST_AT, 1));
+                    slots.push(slot(false, ENTRY_LAST_AT, count));
+                }
+                sequenced(row, slots)
+            }));
         }
+        let mut rows = Writes::default();
         let receipt = Receipt {
             request_digest: self.digest,
             result: concat(&[&[POSITIONS_RESULT], &[0; 16]]),
         };
         rows.receipt(self.space, ReceiptKind::Append, self.operation_id, &receipt);
-        let writes: Vec<SequencedWrite> = rows
-            .0
-            .into_iter()
-            .enumerate()
-            .map(|(i, row)| {
-                // Entry and index rows alternate, one pair per fact; the
-                // receipt is last.
-                let position = 1 + (i / 2) as u64;
-                let slots = match row.table.as_str() {
-                    ENTRY => vec![
-                        slot(true, position_in(&row.key), position),
-                        slot(false, ENTRY_FIRST_AT, 1),
-                        slot(false, ENTRY_LAST_AT, count),
-                    ],
-                    PREDICATE => vec![slot(true, position_in(&row.key), position)],
-                    _ => vec![
-                        slot(false, DIGEST_BYTES + RESULT_FIRST_AT, 1),
-                        slot(false, DIGEST_BYTES + RESULT_LAST_AT, count),
-                    ],
-                };
-                SequencedWrite {
-                    table: row.table,
-                    key: row.key,
-                    value: row.value,
-                    slots,
-                }
-            })
-            .collect();
-        let receipt_key = writes.last().expect("the receipt").key.clone();
+        let receipt_row = rows.0.pop().expect("the receipt");
+        let receipt_key = receipt_row.key.clone();
+        writes.push(sequenced(
+            receipt_row,
+            vec![
+                slot(false, DIGEST_BYTES + RESULT_FIRST_AT, 1),
+                slot(false, DIGEST_BYTES + RESULT_LAST_AT, count),
+            ],
+        ));
         let batch = SequencedBatch {
             guard: TableKey {
                 table: RECEIPT.into(),
@@ -544,6 +696,15 @@ impl AppendBatch<'_> {
                 Refusal::Internal(format!("the batch failed; its outcome is uncertain: {e:?}"))
             })
         })
+    }
+}
+
+fn sequenced(row: TableWrite, slots: Vec<CounterSlot>) -> SequencedWrite {
+    SequencedWrite {
+        table: row.table,
+        key: row.key,
+        value: row.value,
+        slots,
     }
 }
 
@@ -567,7 +728,7 @@ impl Writes {
             &identity.instance.0,
             &identity.cursor_key,
         ]);
-        self.put(META, b"identity".to_vec(), value);
+        self.put(META, IDENTITY.to_vec(), value);
     }
 
     pub fn space(&mut self, id: SpaceId, record: &SpaceRecord) {
@@ -578,14 +739,20 @@ impl Writes {
         self.put(HEAD, id.0.to_vec(), cutoff.to_be_bytes().to_vec());
     }
 
-    /// An entry, and its predicate index row.
+    /// The store's declared argument index: written once, at provisioning.
+    pub fn argument_index(&mut self, declared: &ArgumentIndex) {
+        self.put(META, ARGUMENT_INDEX.to_vec(), declared.encode());
+    }
+
+    /// An entry, its predicate index row and one argument index row per
+    /// declared argument it has; every key ends in the position.
     pub fn entry(
         &mut self,
         space: SpaceId,
         position: u64,
         record: (Origin, u64, u64),
         fact: &[u8],
-        predicate_key: &[u8; 16],
+        index: &FactIndex,
     ) {
         let (origin, first, last) = record;
         let position_bytes = position.to_be_bytes();
@@ -596,9 +763,20 @@ impl Writes {
         );
         self.put(
             PREDICATE,
-            concat(&[&space.0, predicate_key, &position_bytes]),
+            concat(&[&space.0, &index.predicate, &position_bytes]),
             Vec::new(),
         );
+        for &(argument, value) in &index.arguments {
+            let prefix = argument_prefix(
+                space,
+                &ArgumentValue {
+                    predicate: index.predicate,
+                    index: argument,
+                    value,
+                },
+            );
+            self.put(ARGUMENT, concat(&[&prefix, &position_bytes]), Vec::new());
+        }
     }
 
     /// A child's key claim and its creation index row.
@@ -643,6 +821,83 @@ impl Writes {
     }
 }
 
+/// A store in memory for unit tests: what [`Writes`] commits, read through
+/// [`Reads`], with the rows each read returned counted.
+#[cfg(test)]
+pub(crate) mod memory {
+    use super::*;
+    use std::cell::Cell;
+    use std::collections::BTreeMap;
+
+    #[derive(Default)]
+    pub struct Memory {
+        rows: BTreeMap<(String, Vec<u8>), Vec<u8>>,
+        /// Entries fetched by key (`get`, `get_all`).
+        pub fetched: Cell<usize>,
+        /// Rows scans returned.
+        pub scanned: Cell<usize>,
+    }
+
+    impl Memory {
+        pub fn commit(&mut self, writes: Writes) {
+            for w in writes.0 {
+                self.rows.insert((w.table, w.key), w.value);
+            }
+        }
+
+        /// Removes every row of `table` whose key `drop` selects.
+        pub fn remove(&mut self, table: &str, drop: impl Fn(&[u8]) -> bool) {
+            self.rows.retain(|(t, k), _| t != table || !drop(k));
+        }
+
+        pub fn insert(&mut self, table: &str, key: Vec<u8>, value: Vec<u8>) {
+            self.rows.insert((table.to_string(), key), value);
+        }
+
+        pub fn count(&self, table: &str) -> usize {
+            self.rows.keys().filter(|(t, _)| t == table).count()
+        }
+
+        pub fn keys(&self, table: &str) -> Vec<Vec<u8>> {
+            self.rows
+                .keys()
+                .filter(|(t, _)| t == table)
+                .map(|(_, k)| k.clone())
+                .collect()
+        }
+    }
+
+    impl Reads for Memory {
+        fn get(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>, Refusal> {
+            self.fetched.set(self.fetched.get() + 1);
+            Ok(self.rows.get(&(table.to_string(), key.to_vec())).cloned())
+        }
+
+        fn get_all(&self, keys: &[TableKey]) -> Result<Vec<Option<Vec<u8>>>, Refusal> {
+            keys.iter().map(|k| self.get(&k.table, &k.key)).collect()
+        }
+
+        fn scan(&self, table: &str, range: &Range) -> Result<Vec<Entry>, Refusal> {
+            assert!(!range.reverse, "the journal scans forward only");
+            let start = (table.to_string(), range.start.clone());
+            let found: Vec<Entry> = self
+                .rows
+                .range(start..)
+                .take_while(|((t, k), _)| {
+                    t == table && range.end.as_ref().is_none_or(|end| k < end)
+                })
+                .take(range.limit as usize)
+                .map(|((_, key), value)| Entry {
+                    key: key.clone(),
+                    value: value.clone(),
+                })
+                .collect();
+            self.scanned.set(self.scanned.get() + found.len());
+            Ok(found)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -671,5 +926,110 @@ mod tests {
             (Origin::Create, 3, 5, &b"fact"[..])
         );
         assert!(decode_entry(vec![2; 17]).is_none());
+    }
+
+    #[test]
+    fn an_entry_writes_argument_rows_for_its_declared_pairs_only() {
+        use base64::Engine as _;
+        use lab_values::Value;
+        let space = SpaceId([9; 16]);
+        let b64 =
+            |v: &Value| base64::engine::general_purpose::STANDARD.encode(lab_values::encode(v));
+        let digest16 = |v: &Value| index_key(&lab_values::encode(v));
+        let fact = |p: &str, arguments: &[Value]| {
+            lab_values::encode(&Value::Tuple(
+                [Value::label(p)]
+                    .into_iter()
+                    .chain(arguments.iter().cloned())
+                    .collect(),
+            ))
+        };
+        // Declared: `record` arguments 1 and 3 (a record has no argument
+        // 3 here), and argument 0 of `other`.
+        let declared = ArgumentIndex::parse(&format!(
+            "{r}:1,{r}:3,{o}:0",
+            r = b64(&Value::label("record")),
+            o = b64(&Value::label("other"))
+        ))
+        .unwrap();
+        let arguments = [Value::text("req_1"), Value::int(7u64), Value::int(8u64)];
+        let record = fact("record", &arguments);
+        let index = FactIndex::of(&record, &declared).unwrap();
+        assert_eq!(index.predicate, digest16(&Value::label("record")));
+        assert_eq!(index.arguments, [(1, digest16(&arguments[1]))]);
+        // An undeclared predicate with the same arguments: no argument rows.
+        let unlisted = fact("unlisted", &arguments);
+        assert!(FactIndex::of(&unlisted, &declared)
+            .unwrap()
+            .arguments
+            .is_empty());
+        assert!(FactIndex::of(&record, &ArgumentIndex::default())
+            .unwrap()
+            .arguments
+            .is_empty());
+
+        let position = 0x0102_0304_0506_0708u64;
+        let mut writes = Writes::default();
+        writes.entry(space, position, (Origin::Append, 1, 2), &record, &index);
+        let unlisted_index = FactIndex::of(&unlisted, &declared).unwrap();
+        writes.entry(
+            space,
+            position + 1,
+            (Origin::Append, 3, 3),
+            &unlisted,
+            &unlisted_index,
+        );
+        let mut memory = memory::Memory::default();
+        memory.commit(writes);
+        assert_eq!(memory.count(ENTRY), 2);
+        assert_eq!(memory.count(PREDICATE), 2);
+        // space (16) ‖ predicate key (16) ‖ argument index (u16 BE) ‖
+        // value key (16) ‖ position (u64 BE)
+        let expected = [
+            &[9; 16][..],
+            &digest16(&Value::label("record")),
+            &[0, 1],
+            &digest16(&arguments[1]),
+            &[1, 2, 3, 4, 5, 6, 7, 8],
+        ]
+        .concat();
+        assert_eq!(memory.keys(ARGUMENT), [expected]);
+        let found = |index: u16, value: &Value| {
+            let argument = ArgumentValue {
+                predicate: digest16(&Value::label("record")),
+                index,
+                value: digest16(value),
+            };
+            argument_positions(&memory, space, &argument, 0, position + 1, 8).unwrap()
+        };
+        assert_eq!(found(1, &arguments[1]), [position]);
+        assert!(found(0, &arguments[1]).is_empty());
+        assert!(
+            found(0, &arguments[0]).is_empty(),
+            "argument 0 is not declared"
+        );
+    }
+
+    #[test]
+    fn the_identity_and_the_argument_index_are_read_together() {
+        let declared = ArgumentIndex::parse("2CdGcmVjb3Jk:4").unwrap();
+        let mut memory = memory::Memory::default();
+        assert_eq!(
+            identity_and_argument_index(&memory).unwrap().1,
+            ArgumentIndex::default()
+        );
+        let mut writes = Writes::default();
+        writes.identity(&Identity {
+            root: RootId([1; 16]),
+            root_space: SpaceId([2; 16]),
+            instance: InstanceId([3; 16]),
+            cursor_key: [4; 32],
+        });
+        writes.argument_index(&declared);
+        memory.commit(writes);
+        let (identity, read) = identity_and_argument_index(&memory).unwrap();
+        assert_eq!(identity.unwrap().root_space, SpaceId([2; 16]));
+        assert_eq!(read, declared);
+        assert_eq!(argument_index(&memory).unwrap(), declared);
     }
 }

@@ -94,6 +94,22 @@ impl Guest for Probe {
                     None => text(404, "absent"),
                 }
             }
+            ("GET", "/kv/get-all") => {
+                // `key` asked for `len` times, in one batch read.
+                let count: usize = String::from_utf8(param(3)).unwrap().parse().unwrap();
+                let key = kv::TableKey {
+                    table: TABLE.into(),
+                    key: param(0),
+                };
+                let txn = kv::begin_read().expect("begin");
+                match txn.get_all(&vec![key; count]) {
+                    Ok(values) => {
+                        let found = values.iter().filter(|v| v.is_some()).count();
+                        text(200, &format!("{found} of {}", values.len()))
+                    }
+                    Err(e) => text(413, &format!("{e:?}")),
+                }
+            }
             ("POST", "/kv/increment") => {
                 let txn = kv::begin_write().expect("begin");
                 let current = txn.get(TABLE, b"counter").expect("get");

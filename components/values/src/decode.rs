@@ -97,6 +97,9 @@ pub enum Defect {
     DuplicateKey,
     /// A well-formed value that is not a fact (see [`Value::as_fact`]).
     NotAFact,
+    /// A value that is not a tuple where one was expected
+    /// ([`tuple_children`]).
+    NotATuple,
 }
 
 impl DecodeError {
@@ -143,6 +146,7 @@ impl fmt::Display for Defect {
             Defect::UnsortedKeys => f.write_str("map keys out of order"),
             Defect::DuplicateKey => f.write_str("duplicate map key"),
             Defect::NotAFact => f.write_str("not a fact"),
+            Defect::NotATuple => f.write_str("not a tuple"),
         }
     }
 }
@@ -191,6 +195,39 @@ pub fn decode_fact(bytes: &[u8]) -> Result<Value, DecodeError> {
         });
     }
     Ok(value)
+}
+
+/// The children of an encoded tuple, each as its own bytes, found by
+/// walking heads and payloads without building values.
+///
+/// On input [`decode`] accepts, each slice is the canonical encoding of the
+/// child `decode` would return at that index. Only the structure is
+/// checked (heads in shortest form, lengths within the input, nothing
+/// after the tuple; payloads are not checked as UTF-8, map keys not for
+/// order, depth not against [`MAX_DEPTH`]): use it on bytes already
+/// validated, such as stored facts. A value that is not a tuple is
+/// [`Defect::NotATuple`].
+pub fn tuple_children(bytes: &[u8]) -> Result<Vec<&[u8]>, DecodeError> {
+    let mut walker = Decoder {
+        input: bytes,
+        pos: 0,
+    };
+    let head = walker.head(0)?;
+    if head.major != MAJOR_ARRAY {
+        return Err(Decoder::invalid(0, Defect::NotATuple));
+    }
+    let arity = Decoder::count(0, head.arg, Bound::Arity)?;
+    // A child takes at least one byte.
+    let mut children = Vec::with_capacity(arity.min(walker.remaining()));
+    for _ in 0..arity {
+        let start = walker.pos;
+        walker.skip_item()?;
+        children.push(&bytes[start..walker.pos]);
+    }
+    if walker.pos != bytes.len() {
+        return Err(Decoder::invalid(walker.pos, Defect::TrailingBytes));
+    }
+    Ok(children)
 }
 
 /// A compound whose children are still being read.
@@ -310,6 +347,41 @@ impl<'a> Decoder<'a> {
                 bound,
             }),
         }
+    }
+
+    /// Moves past one whole item: its head, payload and every child, with a
+    /// count of items still owed instead of a stack.
+    fn skip_item(&mut self) -> Result<(), DecodeError> {
+        let mut owed: usize = 1;
+        while owed > 0 {
+            owed -= 1;
+            let start = self.pos;
+            let head = self.head(start)?;
+            match head.major {
+                MAJOR_BYTES | MAJOR_TEXT => {
+                    self.payload(start, head.arg)?;
+                }
+                MAJOR_TAG => {
+                    if head.arg != LABEL_TAG {
+                        return Err(Self::invalid(start, Defect::Tag(head.arg)));
+                    }
+                    let inner_start = self.pos;
+                    let inner = self.head(inner_start)?;
+                    if inner.major != MAJOR_BYTES {
+                        return Err(Self::invalid(inner_start, Defect::LabelContent));
+                    }
+                    self.payload(inner_start, inner.arg)?;
+                }
+                MAJOR_ARRAY => owed += Self::count(start, head.arg, Bound::Arity)?,
+                MAJOR_MAP => owed += 2 * Self::count(start, head.arg, Bound::Entries)?,
+                _ => {}
+            }
+            // Each item owed takes at least one more byte.
+            if owed > self.remaining() {
+                return Err(self.truncated());
+            }
+        }
+        Ok(())
     }
 
     fn value(mut self) -> Result<Value, DecodeError> {

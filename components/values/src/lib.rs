@@ -13,7 +13,8 @@
 //! - `encode`: [`encode`] and [`encode_into`], the canonical encoder, and
 //!   [`put_head`] for callers that write an encoding themselves.
 //! - `decode`: [`decode`], [`decode_bounded`], [`decode_fact`] and their
-//!   errors, the strict decoder.
+//!   errors, the strict decoder; [`tuple_children`], a tuple's children as
+//!   bytes.
 //! - `data_json`: [`from_data_json`], [`data_json_digest`], [`digest_text`].
 //! - this file: the bounds and the journal's creation fact.
 
@@ -26,7 +27,7 @@ mod value;
 pub use data_json::{
     data_json_digest, digest_text, from_data_json, sha256_canonical, DataJsonError,
 };
-pub use decode::{decode, decode_bounded, decode_fact, Bound, DecodeError, Defect};
+pub use decode::{decode, decode_bounded, decode_fact, tuple_children, Bound, DecodeError, Defect};
 pub use encode::{
     encode, encode_into, put_head, LABEL_TAG, MAJOR_ARRAY, MAJOR_BYTES, MAJOR_MAP, MAJOR_TAG,
     MAJOR_TEXT, MAJOR_UNSIGNED,

@@ -383,3 +383,75 @@ fn errors_classify_and_display() {
     assert!(refusal.is_limit());
     assert_eq!(refusal.to_string(), "tuple arity above 65536 at byte 0");
 }
+
+#[test]
+fn tuple_children_are_the_canonical_bytes_decode_finds() {
+    let mut map = Map::new();
+    map.insert(
+        Value::text("k"),
+        Value::Tuple(vec![Value::Null, Value::int(-3i64)]),
+    );
+    map.insert(Value::int(7u64), Value::Bytes(vec![1, 2, 3]));
+    let deep = (0..40).fold(Value::int(1u64), |v, _| Value::Tuple(vec![v]));
+    let children = vec![
+        Value::label("record"),
+        Value::text("é and more than twenty-three bytes of text"),
+        Value::int(u64::MAX),
+        Value::int(-(1i64 << 40)),
+        Value::Bool(true),
+        Value::Bytes(vec![0; 300]),
+        Value::Map(map),
+        Value::Tuple(Vec::new()),
+        Value::Map(Map::new()),
+        deep,
+        Value::Tuple((0..30u64).map(Value::int).collect()),
+    ];
+    let tuple = Value::Tuple(children);
+    let encoded = encode(&tuple);
+    let Value::Tuple(decoded) = decode(&encoded).unwrap() else {
+        panic!("a tuple decodes as a tuple");
+    };
+    let walked = tuple_children(&encoded).unwrap();
+    assert_eq!(walked.len(), decoded.len());
+    for (bytes, value) in walked.iter().zip(&decoded) {
+        assert_eq!(*bytes, encode(value).as_slice());
+    }
+    assert_eq!(tuple_children(&bytes("80")).unwrap(), Vec::<&[u8]>::new());
+    assert_eq!(
+        tuple_children(&bytes("82d827417001")).unwrap(),
+        [&bytes("d8274170")[..], &[0x01]]
+    );
+}
+
+#[test]
+fn tuple_children_refuse_what_is_not_one_whole_tuple() {
+    let refusal = |hex_text: &str| match tuple_children(&bytes(hex_text)) {
+        Err(DecodeError::Invalid { offset, defect }) => (defect, offset),
+        other => panic!("{hex_text}: expected an invalid refusal, got {other:?}"),
+    };
+    for not_a_tuple in ["a0", "01", "d8274170", "f6"] {
+        assert_eq!(
+            refusal(not_a_tuple),
+            (Defect::NotATuple, 0),
+            "{not_a_tuple}"
+        );
+    }
+    // Cut short inside a child, a payload or a nested compound.
+    assert_eq!(refusal("8201").0, Defect::Truncated);
+    assert_eq!(refusal("81 43 6161").0, Defect::Truncated);
+    assert_eq!(refusal("81 a1 01").0, Defect::Truncated);
+    assert_eq!(refusal("81 9a 00010000").0, Defect::Truncated);
+    // Bytes after the tuple, a head not in shortest form, a foreign tag.
+    assert_eq!(refusal("8101 01"), (Defect::TrailingBytes, 2));
+    assert_eq!(refusal("81 1801"), (Defect::NonShortest, 1));
+    assert_eq!(refusal("81 c1 01"), (Defect::Tag(1), 1));
+    assert_eq!(refusal("81 d827 01"), (Defect::LabelContent, 3));
+    // An arity over the bound is a limit, as for decode.
+    assert!(matches!(
+        tuple_children(&bytes("9a 00010001")),
+        Err(DecodeError::Limit {
+            bound: Bound::Arity,
+            ..
+        })
+    ));
+}

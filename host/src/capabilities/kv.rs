@@ -65,12 +65,22 @@ fn entries(found: Vec<(Vec<u8>, Vec<u8>)>) -> Vec<kv::Entry> {
         .collect()
 }
 
-/// Most entries one scan answers, whatever limit it asks for: a scan's
-/// answer is copied whole into the instance's memory.
+/// Most entries one scan answers, whatever limit it asks for, and most keys
+/// one batch read (`read-all`, a read transaction's `get-all`) reads: the
+/// answer is held whole in the host, then copied into the instance's memory.
 pub const MAX_SCAN_ENTRIES: u32 = 1024;
-/// Most keys one `read-all` reads: its answer, like a scan's, is held
-/// whole in the host, then copied into the instance's memory.
-pub const MAX_READ_ALL_KEYS: usize = MAX_SCAN_ENTRIES as usize;
+
+/// The values of `keys` in `txn`, in order; more keys than a scan's bound
+/// are refused whole, nothing read.
+fn read_keys(txn: &ReadTxn, keys: &[kv::TableKey]) -> Result<Vec<Option<Vec<u8>>>, kv::KvError> {
+    if keys.len() > MAX_SCAN_ENTRIES as usize {
+        return Err(kv::KvError::TooLarge);
+    }
+    keys.iter()
+        .map(|k| txn.get(&k.table, &k.key))
+        .collect::<Result<_, _>>()
+        .map_err(wit_error)
+}
 
 fn range(range: kv::Range) -> Range {
     Range {
@@ -93,18 +103,13 @@ impl kv::Host for RequestState {
         &mut self,
         keys: Vec<kv::TableKey>,
     ) -> Result<Result<Vec<Option<Vec<u8>>>, kv::KvError>> {
-        if keys.len() > MAX_READ_ALL_KEYS {
+        if keys.len() > MAX_SCAN_ENTRIES as usize {
             return Ok(Err(kv::KvError::TooLarge));
         }
-        let txn = match self.env.kv.read().await {
-            Ok(txn) => txn,
-            Err(e) => return Ok(Err(wit_error(e))),
-        };
-        Ok(keys
-            .iter()
-            .map(|k| txn.get(&k.table, &k.key))
-            .collect::<Result<_, _>>()
-            .map_err(wit_error))
+        Ok(match self.env.kv.read().await {
+            Ok(txn) => read_keys(&txn, &keys),
+            Err(e) => Err(wit_error(e)),
+        })
     }
 
     async fn begin_write(&mut self) -> Result<Result<Resource<WriteTxn>, kv::KvError>> {
@@ -152,6 +157,14 @@ impl kv::HostReadTxn for RequestState {
         key: Vec<u8>,
     ) -> Result<Result<Option<Vec<u8>>, kv::KvError>> {
         Ok(self.table.get(&this)?.get(&table, &key).map_err(wit_error))
+    }
+
+    async fn get_all(
+        &mut self,
+        this: Resource<ReadTxn>,
+        keys: Vec<kv::TableKey>,
+    ) -> Result<Result<Vec<Option<Vec<u8>>>, kv::KvError>> {
+        Ok(read_keys(self.table.get(&this)?, &keys))
     }
 
     async fn scan(

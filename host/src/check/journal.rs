@@ -9,11 +9,14 @@
 //!   naming its key and ID;
 //! - each journal: positions 1 to its head, none missing or beyond;
 //!   batches whole (every entry of a batch names the same first and last,
-//!   and batches follow each other); each entry's predicate index row;
+//!   and batches follow each other); each entry's predicate index row and
+//!   one argument index row per pair of the store's declared argument
+//!   index (`meta/argument-index`) the entry has;
 //! - each receipt against the range it answered, and each batch and
 //!   creation against a receipt (every `append` and `create` carries an
 //!   operation ID, so every one left a receipt);
-//! - every `child`, `created` and `predicate` row against what it indexes.
+//! - every `child`, `created`, `predicate` and `argument` row against what
+//!   it indexes, and every `argument` row against the declared pairs.
 
 use super::Findings;
 use crate::kv::KvError;
@@ -89,13 +92,48 @@ fn decode_entry(bytes: &[u8]) -> Option<EntryRecord<'_>> {
     })
 }
 
-/// The predicate index key of a fact: SHA-256 of its predicate's
-/// canonical bytes, first 16 bytes.
-fn predicate_key(fact: &[u8]) -> Option<[u8; 16]> {
-    let value = lab_values::decode(fact).ok()?;
-    let (predicate, _) = value.as_fact()?;
-    let digest = Sha256::digest(lab_values::encode(predicate));
-    digest[..16].try_into().ok()
+/// An index key: SHA-256 of a value's canonical bytes, first 16 bytes.
+type IndexKey = [u8; 16];
+
+/// The index keys of a canonical fact: its predicate's and each
+/// argument's; none when the bytes are not a canonical fact.
+fn index_keys(fact: &[u8]) -> Option<(IndexKey, Vec<IndexKey>)> {
+    lab_values::decode(fact).ok()?.as_fact()?;
+    let children = lab_values::tuple_children(fact).ok()?;
+    let key = |bytes: &[u8]| -> IndexKey {
+        let mut key = [0; 16];
+        key.copy_from_slice(&Sha256::digest(bytes)[..16]);
+        key
+    };
+    let (predicate, arguments) = children.split_first()?;
+    Some((key(predicate), arguments.iter().map(|a| key(a)).collect()))
+}
+
+/// `argument` keys: space (16) ‖ predicate key (16) ‖ argument index (2)
+/// ‖ value key (16) ‖ position (8).
+const ARGUMENT_KEY_BYTES: usize = 58;
+
+/// A declared pair: a predicate's index key and an argument index.
+type Pair = (IndexKey, u16);
+
+/// The declared pairs of `meta/argument-index` (18 octets each: predicate
+/// key ‖ index, big-endian); none when absent; `None` when malformed.
+fn declared_pairs(stored: Option<&[u8]>) -> Option<HashSet<Pair>> {
+    let Some(bytes) = stored else {
+        return Some(HashSet::new());
+    };
+    if !bytes.len().is_multiple_of(18) {
+        return None;
+    }
+    Some(
+        bytes
+            .chunks_exact(18)
+            .map(|pair| {
+                let key: IndexKey = pair[..16].try_into().expect("16 octets");
+                (key, u16::from_be_bytes([pair[16], pair[17]]))
+            })
+            .collect(),
+    )
 }
 
 /// Checks the `journal` namespace; answers its tree when it has one.
@@ -145,8 +183,29 @@ pub fn check(snapshot: &Snapshot, findings: &mut Findings) -> Result<Option<Tree
     }
     check_places(snapshot, ns, &tree, findings)?;
     let receipts = receipts(snapshot, ns, &tree, findings)?;
-    entries(snapshot, ns, &heads, &receipts, findings)?;
-    index_rows(snapshot, ns, findings)?;
+    let stored = snapshot.get(ns, "meta", b"argument-index")?;
+    if stored.is_none() {
+        findings.note(
+            "journal: the store was provisioned before the argument index: it declares no pair, \
+             argument filters are served without it",
+        );
+    }
+    let declared = declared_pairs(stored).unwrap_or_else(|| {
+        findings.problem("journal: the declared argument index (meta/argument-index) is malformed");
+        HashSet::new()
+    });
+    findings.count("declared argument index pairs", declared.len() as u64);
+    entries(
+        snapshot,
+        ns,
+        &Indexed {
+            heads: &heads,
+            receipts: &receipts,
+            declared: &declared,
+        },
+        findings,
+    )?;
+    index_rows(snapshot, ns, &declared, findings)?;
     findings.count("spaces", tree.spaces.len() as u64);
     findings.count("receipts", receipts.count);
     Ok(Some(tree))
@@ -402,15 +461,23 @@ struct Batch {
     create: bool,
 }
 
+/// What the entries are checked against.
+struct Indexed<'a> {
+    heads: &'a HashMap<Id, u64>,
+    receipts: &'a Receipts,
+    /// The pairs whose argument rows every entry must have.
+    declared: &'a HashSet<Pair>,
+}
+
 /// Walks `entry` in key order: each journal's positions, batches,
-/// predicate rows and receipts.
+/// predicate and argument rows and receipts.
 fn entries(
     snapshot: &Snapshot,
     ns: NamespaceDb,
-    heads: &HashMap<Id, u64>,
-    receipts: &Receipts,
+    indexed: &Indexed,
     findings: &mut Findings,
 ) -> Result<(), KvError> {
+    let (heads, receipts) = (indexed.heads, indexed.receipts);
     let mut count = 0u64;
     // The journal being walked: its ID, its last position seen, its open
     // batch.
@@ -513,13 +580,35 @@ fn entries(
         if batch.as_ref().is_some_and(|b| b.last == position) {
             *batch = None;
         }
-        match predicate_key(entry.fact) {
-            Some(predicate) => {
+        match index_keys(entry.fact) {
+            Some((predicate, arguments)) => {
                 let row = [&id[..], &predicate, &position.to_be_bytes()].concat();
                 if snapshot.get(ns, "predicate", &row)?.is_none() {
                     findings.problem(format!(
                         "journal: the entry {name}@{position} has no predicate index row"
                     ));
+                }
+                for (index, value) in arguments.iter().enumerate() {
+                    let Ok(index) = u16::try_from(index) else {
+                        break;
+                    };
+                    if !indexed.declared.contains(&(predicate, index)) {
+                        continue;
+                    }
+                    let row = [
+                        &id[..],
+                        &predicate,
+                        &index.to_be_bytes(),
+                        value,
+                        &position.to_be_bytes(),
+                    ]
+                    .concat();
+                    if snapshot.get(ns, "argument", &row)?.is_none() {
+                        findings.problem(format!(
+                            "journal: the entry {name}@{position} has no argument index row \
+                             for argument {index}"
+                        ));
+                    }
                 }
             }
             None => findings.problem(format!(
@@ -547,10 +636,12 @@ fn entries(
     Ok(())
 }
 
-/// `child`, `created` and `predicate` rows each name what they index.
+/// `child`, `created`, `predicate` and `argument` rows each name what they
+/// index.
 fn index_rows(
     snapshot: &Snapshot,
     ns: NamespaceDb,
+    declared: &HashSet<Pair>,
     findings: &mut Findings,
 ) -> Result<(), KvError> {
     for row in snapshot.table(ns, "created")? {
@@ -592,13 +683,48 @@ fn index_rows(
         let indexed = snapshot
             .get(ns, "entry", &entry_key)?
             .and_then(decode_entry)
-            .and_then(|e| predicate_key(e.fact));
-        if key.len() != 40 || indexed.as_ref().map(|p| &p[..]) != key.get(16..32) {
+            .and_then(|e| index_keys(e.fact));
+        if key.len() != 40 || indexed.as_ref().map(|(p, _)| &p[..]) != key.get(16..32) {
             findings.problem(format!(
                 "journal: the predicate index row {} names no entry with that predicate",
                 hex::encode(key)
             ));
         }
     }
+    let mut arguments = 0u64;
+    for row in snapshot.table(ns, "argument")? {
+        let (key, _) = row?;
+        arguments += 1;
+        if key.len() != ARGUMENT_KEY_BYTES {
+            findings.problem(format!(
+                "journal: the argument index row {} is malformed",
+                hex::encode(key)
+            ));
+            continue;
+        }
+        let predicate: IndexKey = key[16..32].try_into().expect("16 octets");
+        let index = u16::from_be_bytes([key[32], key[33]]);
+        if !declared.contains(&(predicate, index)) {
+            findings.problem(format!(
+                "journal: the argument index row {} is for a pair the store does not declare",
+                hex::encode(key)
+            ));
+            continue;
+        }
+        let entry_key = [&key[..16], &key[50..]].concat();
+        let indexed = snapshot
+            .get(ns, "entry", &entry_key)?
+            .and_then(decode_entry)
+            .and_then(|e| index_keys(e.fact))
+            .filter(|(p, _)| *p == predicate)
+            .and_then(|(_, arguments)| arguments.get(usize::from(index)).copied());
+        if indexed.as_ref().map(|v| &v[..]) != Some(&key[34..50]) {
+            findings.problem(format!(
+                "journal: the argument index row {} names no entry with that argument",
+                hex::encode(key)
+            ));
+        }
+    }
+    findings.count("argument index rows", arguments);
     Ok(())
 }

@@ -15,19 +15,17 @@
 //! once it is durable, and only when something listens; a replay or a
 //! refusal advanced nothing and announces nothing.
 
-use super::{entry_ref_json, existing_space, identity, space_json, space_ref_json, Answer};
-use crate::filter::predicate_key;
+use super::{entry_ref_json, existing_space, space_json, space_ref_json, Answer};
 use crate::ids::SpaceId;
 use crate::refusal::Refusal;
 use crate::requests::{AppendRequest, CreateRequest, MAX_POSITION};
-use crate::store::{self, Origin, Receipt, ReceiptKind, SpaceRecord, Writes};
+use crate::store::{
+    self, ArgumentIndex, FactIndex, Origin, Receipt, ReceiptKind, SpaceRecord, Writes,
+};
 use lab_guest::lab::platform::kv::BatchOutcome;
 use lab_guest::lab::platform::{advances, ids};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
-
-/// The creation predicate's label.
-const CREATION_PREDICATE: &[u8] = b"lab.journal.child_created.v1";
 
 fn request_digest(normalized: &Value) -> [u8; 32] {
     // serde_json's map keeps members sorted, so the bytes are canonical.
@@ -59,22 +57,6 @@ fn fresh_space_id() -> SpaceId {
     SpaceId(bytes.try_into().expect("16 random octets"))
 }
 
-/// The canonical bytes of a fact's predicate (its first child).
-fn predicate_of(fact: &[u8]) -> Result<Vec<u8>, Refusal> {
-    let value = lab_values::decode(fact)
-        .map_err(|e| Refusal::Internal(format!("a validated fact does not decode: {e}")))?;
-    let (predicate, _) = value
-        .as_fact()
-        .ok_or_else(|| Refusal::Internal("a validated fact is not a fact".into()))?;
-    Ok(lab_values::encode(predicate))
-}
-
-fn creation_predicate_key() -> [u8; 16] {
-    predicate_key(&lab_values::encode(&lab_values::Value::label(
-        CREATION_PREDICATE,
-    )))
-}
-
 pub fn create(request: CreateRequest) -> Answer {
     let normalized = json!({
         "parent": space_ref_json(request.parent.root, request.parent.space),
@@ -82,16 +64,16 @@ pub fn create(request: CreateRequest) -> Answer {
         "expected_cutoff": request.expected_cutoff,
     });
     let digest = request_digest(&normalized);
-    // Identity and space records never change once written: a snapshot
-    // answers them without holding the store's writer.
-    let (identity, parent) = {
+    // Identity, argument index and space records never change once
+    // written: a snapshot answers them without holding the store's writer.
+    let (identity, declared, parent) = {
         let snapshot = store::read()?;
-        let identity = identity(&snapshot)?;
+        let (identity, declared) = provisioned(&snapshot)?;
         let parent = existing_space(&snapshot, &identity, &request.parent)?;
-        (identity, parent)
+        (identity, declared, parent)
     };
     let txn = store::write()?;
-    let decided = decide_create(&txn, &request, &identity, parent, digest);
+    let decided = decide_create(&txn, &request, (&identity, &declared), parent, digest);
     finish(&txn, &identity, decided)
 }
 
@@ -151,10 +133,20 @@ fn announce(identity: &store::Identity, advanced: Advanced) {
     }]);
 }
 
+/// The store's identity and declared argument index, read together.
+fn provisioned(snapshot: &impl store::Reads) -> Result<(store::Identity, ArgumentIndex), Refusal> {
+    match store::identity_and_argument_index(snapshot)? {
+        (Some(identity), declared) => Ok((identity, declared)),
+        (None, _) => Err(Refusal::Unavailable(
+            "the hierarchy is not provisioned".into(),
+        )),
+    }
+}
+
 fn decide_create(
     txn: &store::WriteTxn,
     request: &CreateRequest,
-    identity: &store::Identity,
+    (identity, declared): (&store::Identity, &ArgumentIndex),
     parent: SpaceRecord,
     digest: [u8; 32],
 ) -> Result<Decided, Refusal> {
@@ -201,7 +193,7 @@ fn decide_create(
         position,
         (Origin::Create, position, position),
         &fact,
-        &creation_predicate_key(),
+        &FactIndex::of(&fact, declared)?,
     );
     writes.head(parent_id, position);
     writes.space(
@@ -243,18 +235,13 @@ pub fn append(request: AppendRequest) -> Answer {
         "expected_cutoff": request.expected_cutoff,
     });
     let digest = request_digest(&normalized);
-    let predicates = request
-        .facts
-        .iter()
-        .map(|fact| predicate_of(fact).map(|p| predicate_key(&p)))
-        .collect::<Result<Vec<_>, _>>()?;
     let space = request.space.space;
-    let (identity, record, durable_receipt) = {
+    let (identity, declared, record, durable_receipt) = {
         let snapshot = store::read()?;
-        let identity = identity(&snapshot)?;
+        let (identity, declared) = provisioned(&snapshot)?;
         let record = existing_space(&snapshot, &identity, &request.space)?;
         let receipt = store::receipt(&snapshot, space, ReceiptKind::Append, &request.operation_id)?;
-        (identity, record, receipt)
+        (identity, declared, record, receipt)
     };
     let result = |first: u64, last: u64, replayed: bool| {
         json!({
@@ -271,11 +258,16 @@ pub fn append(request: AppendRequest) -> Answer {
         return replay_append(receipt, &digest, result);
     }
     let count = request.facts.len() as u64;
+    let indexes = request
+        .facts
+        .iter()
+        .map(|fact| FactIndex::of(fact, &declared))
+        .collect::<Result<Vec<_>, _>>()?;
     let outcome = store::AppendBatch {
         space,
         operation_id: &request.operation_id,
         facts: &request.facts,
-        predicates: &predicates,
+        indexes: &indexes,
         digest,
         expected_cutoff: request.expected_cutoff,
         max_position: MAX_POSITION,
@@ -328,9 +320,12 @@ fn replay_append(
     }
 }
 
-/// Provisions the hierarchy on the first start: root, root space, instance
-/// and the cursor secret, in one commit. Later starts change nothing.
-pub fn provision() -> Result<(), Refusal> {
+/// Provisions the hierarchy on the first start: root, root space, instance,
+/// the cursor secret and the declared argument index, in one commit. Later
+/// starts change nothing: a store keeps the argument index it was
+/// provisioned with (none, for a store provisioned before it existed), so
+/// every declared pair's rows are complete from its first entry.
+pub fn provision(declared: &ArgumentIndex) -> Result<(), Refusal> {
     let txn = store::write()?;
     if store::identity(&txn)?.is_some() {
         txn.abort();
@@ -354,5 +349,6 @@ pub fn provision() -> Result<(), Refusal> {
         },
     );
     writes.head(identity.root_space, 0);
+    writes.argument_index(declared);
     writes.commit(&txn)
 }

@@ -6,7 +6,7 @@ use crate::filter::Filter;
 use crate::ids::SpaceId;
 use crate::manifest::{Listed, Manifest, MAX_SNAPSHOT_BYTES, MAX_SNAPSHOT_SPACES, UNBOUNDED_DEPTH};
 use crate::page_json::{PageJson, SpaceTail};
-use crate::pager::{self, Budget, MAX_INSPECT_CANDIDATES};
+use crate::pager::{self, Budget, Plan, MAX_INSPECT_CANDIDATES};
 use crate::refusal::Refusal;
 use crate::requests::{QueryRequest, ReadRequest, SpaceRef};
 use crate::store::{self, Identity, Reads};
@@ -37,6 +37,7 @@ pub fn read(request: ReadRequest) -> Encoded {
         return Err(Refusal::invalid("after", "`after` is past `through`"));
     }
     let filter = request.filter.unwrap_or_else(Filter::unfiltered);
+    let plan = Plan::new(&txn, &filter)?;
     let mut budget = Budget::page(request.limit);
     let mut found = Vec::new();
     let progress = pager::scan(
@@ -44,7 +45,7 @@ pub fn read(request: ReadRequest) -> Encoded {
         space,
         request.after,
         through,
-        &filter,
+        &plan,
         &mut budget,
         &mut found,
     )?;
@@ -146,6 +147,7 @@ pub fn query(request: QueryRequest) -> Encoded {
         None => (0, 0),
     };
 
+    let plan = Plan::new(&txn, &filter)?;
     let mut budget = Budget::page(request.limit);
     let mut page = PageJson::open();
     let mut next = None;
@@ -157,7 +159,7 @@ pub fn query(request: QueryRequest) -> Encoded {
             listed.space,
             after,
             listed.through,
-            &filter,
+            &plan,
             &mut budget,
             &mut found,
         )?;
