@@ -129,21 +129,47 @@ pub fn read() -> Result<kv::ReadTxn, Refusal> {
     kv::begin_read().map_err(unavailable)
 }
 
-/// The identity and the head of `space`, read from one snapshot in one
-/// exchange with the store: [`identity`] and [`head`] of `space` read it.
-pub fn read_head(space: SpaceId) -> Result<crate::fetched::Fetched, Refusal> {
-    let keys = vec![
-        TableKey {
-            table: META.into(),
-            key: b"identity".to_vec(),
-        },
-        TableKey {
-            table: HEAD.into(),
-            key: space.0.to_vec(),
-        },
-    ];
+fn table_key(table: &str, key: impl Into<Vec<u8>>) -> TableKey {
+    TableKey {
+        table: table.into(),
+        key: key.into(),
+    }
+}
+
+/// `keys` read from one snapshot in one exchange with the store.
+fn fetch(keys: Vec<TableKey>) -> Result<crate::fetched::Fetched, Refusal> {
     let values = kv::read_all(&keys).map_err(unavailable)?;
     crate::fetched::Fetched::new(keys, values)
+}
+
+/// What [`identity`] and [`head`] of `space` read.
+pub fn read_head(space: SpaceId) -> Result<crate::fetched::Fetched, Refusal> {
+    fetch(vec![table_key(META, IDENTITY), table_key(HEAD, space.0)])
+}
+
+/// What a create under `parent` decides against before it writes:
+/// [`identity_and_argument_index`] and [`space`] of `parent`.
+pub fn read_create(parent: SpaceId) -> Result<crate::fetched::Fetched, Refusal> {
+    fetch(mutation_keys(parent).to_vec())
+}
+
+/// What an append to `space` decides against before it is sequenced: those
+/// of [`read_create`] and the append [`receipt`] for `operation_id`.
+pub fn read_append(space: SpaceId, operation_id: &str) -> Result<crate::fetched::Fetched, Refusal> {
+    let mut keys = mutation_keys(space).to_vec();
+    keys.push(table_key(
+        RECEIPT,
+        receipt_key(space, ReceiptKind::Append, operation_id),
+    ));
+    fetch(keys)
+}
+
+fn mutation_keys(space: SpaceId) -> [TableKey; 3] {
+    [
+        table_key(META, IDENTITY),
+        table_key(META, ARGUMENT_INDEX),
+        table_key(SPACE, space.0),
+    ]
 }
 
 /// A write transaction; see [`Writes`].
@@ -196,10 +222,7 @@ pub fn identity(r: &impl Reads) -> Result<Option<Identity>, Refusal> {
 pub fn identity_and_argument_index(
     r: &impl Reads,
 ) -> Result<(Option<Identity>, ArgumentIndex), Refusal> {
-    let keys = [IDENTITY, ARGUMENT_INDEX].map(|key| TableKey {
-        table: META.into(),
-        key: key.to_vec(),
-    });
+    let keys = [IDENTITY, ARGUMENT_INDEX].map(|key| table_key(META, key));
     let [identity, argument_index]: [Option<Vec<u8>>; 2] = r
         .get_all(&keys)?
         .try_into()
@@ -322,10 +345,7 @@ pub fn entries_at(
 ) -> Result<Vec<EntryRecord>, Refusal> {
     let keys: Vec<TableKey> = positions
         .iter()
-        .map(|p| TableKey {
-            table: ENTRY.into(),
-            key: concat(&[&space.0, &p.to_be_bytes()]),
-        })
+        .map(|p| table_key(ENTRY, concat(&[&space.0, &p.to_be_bytes()])))
         .collect();
     r.get_all(&keys)?
         .into_iter()
@@ -566,20 +586,11 @@ pub fn mutation_state(
     child_key: Option<&str>,
 ) -> Result<MutationState, Refusal> {
     let mut keys = vec![
-        TableKey {
-            table: RECEIPT.into(),
-            key: receipt_key(space, kind, operation_id),
-        },
-        TableKey {
-            table: HEAD.into(),
-            key: space.0.to_vec(),
-        },
+        table_key(RECEIPT, receipt_key(space, kind, operation_id)),
+        table_key(HEAD, space.0),
     ];
     if let Some(key) = child_key {
-        keys.push(TableKey {
-            table: CHILD.into(),
-            key: concat(&[&space.0, key.as_bytes()]),
-        });
+        keys.push(table_key(CHILD, concat(&[&space.0, key.as_bytes()])));
     }
     let mut values = txn.get_all(&keys).map_err(unavailable)?.into_iter();
     let mut next = || values.next().flatten();
@@ -678,14 +689,8 @@ impl AppendBatch<'_> {
             ],
         ));
         let batch = SequencedBatch {
-            guard: TableKey {
-                table: RECEIPT.into(),
-                key: receipt_key,
-            },
-            counter: TableKey {
-                table: HEAD.into(),
-                key: self.space.0.to_vec(),
-            },
+            guard: table_key(RECEIPT, receipt_key),
+            counter: table_key(HEAD, self.space.0),
             expected: self.expected_cutoff,
             count,
             ceiling: self.max_position,

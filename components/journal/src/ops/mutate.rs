@@ -67,7 +67,7 @@ pub fn create(request: CreateRequest) -> Answer {
     // Identity, argument index and space records never change once
     // written: a snapshot answers them without holding the store's writer.
     let (identity, declared, parent) = {
-        let snapshot = store::read()?;
+        let snapshot = store::read_create(request.parent.space)?;
         let (identity, declared) = provisioned(&snapshot)?;
         let parent = existing_space(&snapshot, &identity, &request.parent)?;
         (identity, declared, parent)
@@ -237,7 +237,7 @@ pub fn append(request: AppendRequest) -> Answer {
     let digest = request_digest(&normalized);
     let space = request.space.space;
     let (identity, declared, record, durable_receipt) = {
-        let snapshot = store::read()?;
+        let snapshot = store::read_append(space, &request.operation_id)?;
         let (identity, declared) = provisioned(&snapshot)?;
         let record = existing_space(&snapshot, &identity, &request.space)?;
         let receipt = store::receipt(&snapshot, space, ReceiptKind::Append, &request.operation_id)?;
