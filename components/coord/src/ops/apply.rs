@@ -149,20 +149,25 @@ pub fn apply(call: &mut Call<'_>, request: ApplyRequest) -> Result<Reply, Refusa
         &format!("coord.attempt.{}", &identity[4..]),
         Some(head),
     );
+    // A concurrent admission won: its run record is the one kept (an
+    // identical request shares it), so it is not cleared here. Its batch
+    // may equal this one to the byte (the same head, the same microsecond
+    // of acceptance), and the journal then answers a replay: that admits
+    // nothing either.
+    let admitted_elsewhere = || match find_attempt(&leaf, &identity)? {
+        Some(found) => recover(&context, found, &digest),
+        None => Err(occupied()),
+    };
     let attempt_last = match appended {
+        Ok(appended) if appended.replayed => return admitted_elsewhere(),
         Ok(appended) if appended.first == application.position => appended.last,
         Ok(_) => {
             return Err(Refusal::Unavailable(
                 "the attempt was appended elsewhere than the head it was built at".into(),
             ))
         }
-        // A concurrent admission won: its run record is the one kept (an
-        // identical request shares it), so it is not cleared here.
         Err(CallError::Refused(r)) if r.code == "conflict" || r.code == "idempotency_mismatch" => {
-            return match find_attempt(&leaf, &identity)? {
-                Some(found) => recover(&context, found, &digest),
-                None => Err(occupied()),
-            };
+            return admitted_elsewhere();
         }
         Err(e) => {
             clear_running(&identity)?;
