@@ -404,43 +404,7 @@ fn a_second_labd_on_one_data_directory_exits_at_start() {
     let staging = labd.blobs_dir().join("staging/in-progress.part");
     std::fs::write(&staging, b"partial").unwrap();
 
-    let mut second = std::process::Command::new(env!("CARGO_BIN_EXE_labd"));
-    second.arg("--data-dir").arg(labd.data_dir.join("state"));
-    for flag in [
-        "--bytes-listen",
-        "--bytes-management-listen",
-        "--journal-listen",
-        "--journal-management-listen",
-        "--coord-listen",
-        "--coord-management-listen",
-    ] {
-        second.args([flag, "127.0.0.1:0"]);
-    }
-    let mut second = second
-        .args(["--log", "warn"])
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = second.try_wait().unwrap() {
-            break status;
-        }
-        if started.elapsed() > Duration::from_secs(60) {
-            second.kill().unwrap();
-            panic!("a second labd on one data directory kept running");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    assert!(!status.success());
-    let mut stderr = String::new();
-    second
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
+    let stderr = support::refused_start_on(&labd.data_dir.join("state"), &[]);
     assert!(
         stderr.contains("is in use by another labd"),
         "stderr: {stderr}"

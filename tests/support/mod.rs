@@ -89,10 +89,14 @@ pub fn built_component(name: &str) -> PathBuf {
 /// Runs `labd` with `args` expecting it to stop at start; returns what it
 /// wrote to stderr.
 pub fn refused_start(name: &str, args: &[String]) -> String {
-    let dir = temp_dir(name);
+    refused_start_on(&temp_dir(name).join("state"), args)
+}
+
+/// [`refused_start`] with its data directory at `data_dir`.
+pub fn refused_start_on(data_dir: &Path, args: &[String]) -> String {
     let mut child = Command::new(labd_binary())
         .arg("--data-dir")
-        .arg(dir.join("state"))
+        .arg(data_dir)
         .args(["--log", "error"])
         .args(LOOPBACK_LISTENERS)
         .args(args)

@@ -542,47 +542,43 @@ mod tests {
         let memory = store(&facts);
         // 33 matches: 1, 5, 7, 11, 13, 17, 19, …, 97.
         let odd = on("p", &[(1, Value::text("odd"))]);
-        // The entry budget: three matches a page.
-        let (found, progress) = pages(&memory, &odd, 100, Budget::page(3));
-        assert_eq!(found, expected(&facts, &odd));
-        assert_eq!(found.len(), 33);
-        assert_eq!(
-            progress[0],
-            Progress {
-                accounted: 7,
-                exhausted: false
-            }
-        );
-        assert_eq!(progress.len(), 11);
-        // The inspected bytes: two facts' worth a page.
         let size = facts[0].len() as u64;
-        let tight = Budget {
-            inspected_bytes: 2 * size + 1,
-            ..Budget::page(128)
-        };
-        let (found, progress) = pages(&memory, &odd, 100, tight);
-        assert_eq!(found, expected(&facts, &odd));
-        assert_eq!(
-            progress[0],
-            Progress {
-                accounted: 5,
-                exhausted: false
-            }
-        );
-        // The candidate budget.
-        let few = Budget {
-            candidates: 7,
-            ..Budget::page(128)
-        };
-        let (found, progress) = pages(&memory, &odd, 100, few);
-        assert_eq!(found, expected(&facts, &odd));
-        assert_eq!(
-            progress[0],
-            Progress {
-                accounted: 19,
-                exhausted: false
-            }
-        );
+        // Each budget with where its first page ends.
+        let budgets = [
+            // The entry budget: three matches a page.
+            (Budget::page(3), 7),
+            // The inspected bytes: two facts' worth a page.
+            (
+                Budget {
+                    inspected_bytes: 2 * size + 1,
+                    ..Budget::page(128)
+                },
+                5,
+            ),
+            // The candidate budget.
+            (
+                Budget {
+                    candidates: 7,
+                    ..Budget::page(128)
+                },
+                19,
+            ),
+        ];
+        for (budget, first_page_through) in budgets {
+            let (found, progress) = pages(&memory, &odd, 100, budget);
+            assert_eq!(found, expected(&facts, &odd));
+            assert_eq!(
+                progress[0],
+                Progress {
+                    accounted: first_page_through,
+                    exhausted: false
+                }
+            );
+        }
+        // Three matches a page: 33 matches in 11 pages.
+        let (found, progress) = pages(&memory, &odd, 100, Budget::page(3));
+        assert_eq!(found.len(), 33);
+        assert_eq!(progress.len(), 11);
     }
 
     #[test]

@@ -433,13 +433,26 @@ pub fn predicate_positions(
     through: u64,
     limit: u32,
 ) -> Result<Vec<u64>, Refusal> {
+    let prefix = concat(&[&space.0, predicate_key]);
+    index_positions(r, PREDICATE, &prefix, after, through, limit)
+}
+
+/// The positions an index's rows under `prefix` name in (after, through],
+/// in order, at most `limit`: each row's key is the prefix and a position.
+fn index_positions(
+    r: &impl Reads,
+    table: &str,
+    prefix: &[u8],
+    after: u64,
+    through: u64,
+    limit: u32,
+) -> Result<Vec<u64>, Refusal> {
     if after >= through {
         return Ok(Vec::new());
     }
-    let prefix = concat(&[&space.0, predicate_key]);
-    r.scan(PREDICATE, &positions(&prefix, after, through, limit))?
+    r.scan(table, &positions(prefix, after, through, limit))?
         .into_iter()
-        .map(|e| u64_at(&e.key, 32).ok_or_else(|| corrupt("predicate key")))
+        .map(|e| u64_at(&e.key, prefix.len()).ok_or_else(|| corrupt(&format!("{table} key"))))
         .collect()
 }
 
@@ -461,14 +474,14 @@ pub fn argument_positions(
     through: u64,
     limit: u32,
 ) -> Result<Vec<u64>, Refusal> {
-    if after >= through {
-        return Ok(Vec::new());
-    }
-    let prefix = argument_prefix(space, argument);
-    r.scan(ARGUMENT, &positions(&prefix, after, through, limit))?
-        .into_iter()
-        .map(|e| u64_at(&e.key, ARGUMENT_POSITION_AT).ok_or_else(|| corrupt("argument key")))
-        .collect()
+    index_positions(
+        r,
+        ARGUMENT,
+        &argument_prefix(space, argument),
+        after,
+        through,
+        limit,
+    )
 }
 
 /// The index key of a canonical value: the first 16 octets of its SHA-256.
@@ -519,9 +532,6 @@ fn argument_prefix(space: SpaceId, argument: &ArgumentValue) -> Vec<u8> {
         &argument.value,
     ])
 }
-
-/// Where the position lies in an `argument` key (16 + 16 + 2 + 16).
-const ARGUMENT_POSITION_AT: usize = 50;
 
 fn receipt_key(space: SpaceId, kind: ReceiptKind, operation_id: &str) -> Vec<u8> {
     let kind = match kind {

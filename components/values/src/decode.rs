@@ -338,6 +338,20 @@ impl<'a> Decoder<'a> {
         }
     }
 
+    /// Reads the label a tag head at `start` with tag number `tag` heads:
+    /// the label tag over a byte string, whose payload it answers.
+    fn label(&mut self, start: usize, tag: u64) -> Result<&'a [u8], DecodeError> {
+        if tag != LABEL_TAG {
+            return Err(Self::invalid(start, Defect::Tag(tag)));
+        }
+        let inner_start = self.pos;
+        let inner = self.head(inner_start)?;
+        if inner.major != MAJOR_BYTES {
+            return Err(Self::invalid(inner_start, Defect::LabelContent));
+        }
+        self.payload(inner_start, inner.arg)
+    }
+
     /// An announced child count, checked against its bound.
     fn count(start: usize, n: u64, bound: Bound) -> Result<usize, DecodeError> {
         match usize::try_from(n) {
@@ -362,15 +376,7 @@ impl<'a> Decoder<'a> {
                     self.payload(start, head.arg)?;
                 }
                 MAJOR_TAG => {
-                    if head.arg != LABEL_TAG {
-                        return Err(Self::invalid(start, Defect::Tag(head.arg)));
-                    }
-                    let inner_start = self.pos;
-                    let inner = self.head(inner_start)?;
-                    if inner.major != MAJOR_BYTES {
-                        return Err(Self::invalid(inner_start, Defect::LabelContent));
-                    }
-                    self.payload(inner_start, inner.arg)?;
+                    self.label(start, head.arg)?;
                 }
                 MAJOR_ARRAY => owed += Self::count(start, head.arg, Bound::Arity)?,
                 MAJOR_MAP => owed += 2 * Self::count(start, head.arg, Bound::Entries)?,
@@ -408,17 +414,7 @@ impl<'a> Decoder<'a> {
                         Err(_) => return Err(Self::invalid(start, Defect::InvalidUtf8)),
                     }
                 }
-                MAJOR_TAG => {
-                    if head.arg != LABEL_TAG {
-                        return Err(Self::invalid(start, Defect::Tag(head.arg)));
-                    }
-                    let inner_start = self.pos;
-                    let inner = self.head(inner_start)?;
-                    if inner.major != MAJOR_BYTES {
-                        return Err(Self::invalid(inner_start, Defect::LabelContent));
-                    }
-                    Value::Label(self.payload(inner_start, inner.arg)?.to_vec())
-                }
+                MAJOR_TAG => Value::Label(self.label(start, head.arg)?.to_vec()),
                 MAJOR_SIMPLE => match u8::try_from(head.arg) {
                     Ok(SIMPLE_FALSE) => Value::Bool(false),
                     Ok(SIMPLE_TRUE) => Value::Bool(true),
