@@ -28,7 +28,7 @@ use crate::refusal::Refusal;
 use crate::request::ApplyRequest;
 use crate::reuse;
 use crate::tools::{self, Release};
-use crate::world::{ensure_child, setup_operation_id, Settings, World};
+use crate::world::{create_child, ensure_child, setup_operation_id, Settings, World};
 use crate::{Call, Reply};
 use base64::Engine as _;
 use lab_coord_auth::dsse::{sign_envelope, IN_TOTO_PAYLOAD_TYPE};
@@ -366,6 +366,23 @@ fn retain(bytes: Vec<u8>) -> Result<Hash, Refusal> {
         .ok_or_else(|| Refusal::Unavailable("the bytes service named a document oddly".into()))
 }
 
+/// Retains the completion's documents in one batch put (each committed,
+/// so durable, before the completion batch names it); their hashes.
+fn retain_documents<const N: usize>(documents: [Vec<u8>; N]) -> Result<[Hash; N], Refusal> {
+    let hashes = documents.each_ref().map(|d| Hash::of(d));
+    let retained = blobs::put_many(&documents).map_err(|e| e.into_refusal("bytes"))?;
+    if retained
+        .iter()
+        .zip(&hashes)
+        .any(|(r, h)| r.name != h.to_string())
+    {
+        return Err(Refusal::Unavailable(
+            "the bytes service named a document oddly".into(),
+        ));
+    }
+    Ok(hashes)
+}
+
 /// Every appended fact of the application leaf through `through` (its
 /// cutoff when none), decoded, with its reference, in one read: a leaf
 /// holds its attempt batch and its completion batch, so one read costs
@@ -589,14 +606,14 @@ fn earlier(
         }
     }
     let result = facts.into_iter().find_map(|(r, f)| match f {
-            Fact::Result {
-                application: a,
-                outcome: Outcome::Completed,
-                attestation,
-                ..
-            } if a == application => Some((r, attestation)),
-            _ => None,
-        });
+        Fact::Result {
+            application: a,
+            outcome: Outcome::Completed,
+            attestation,
+            ..
+        } if a == application => Some((r, attestation)),
+        _ => None,
+    });
     let Some((result, attestation)) = result else {
         return Ok(None);
     };
@@ -800,7 +817,9 @@ fn store_outputs(
             kind: output_type(&output.type_)?,
         };
         let label = application::output_label(&context.path[3], role_index, output.ordinal);
-        let (space, _) = ensure_child(&artifacts, &label, &setup_operation_id(&label))
+        // The label is new with its application, and so is the space's
+        // `declarations`: created at once (a retry replays its creation).
+        let (space, _) = create_child(&artifacts, &label, &setup_operation_id(&label))
             .map_err(|e| e.into_refusal("journal"))?;
         let batch = [
             Fact::Staged {
@@ -814,7 +833,7 @@ fn store_outputs(
         ];
         journal::append(&space, &batch, "coord.staged", Some(0))
             .map_err(|e| e.into_refusal("journal"))?;
-        ensure_child(&space, "declarations", &setup_operation_id("declarations"))
+        create_child(&space, "declarations", &setup_operation_id("declarations"))
             .map_err(|e| e.into_refusal("journal"))?;
         outputs.push(Output {
             role: output.role,
@@ -847,15 +866,36 @@ fn declared_outputs(description: &Value) -> Vec<String> {
 /// An output's interpretation: the descriptor its type names when that is
 /// a retained hash, else the retained descriptor
 /// `{"purpose": "coord.output-type.v1", "type": <type>}`.
+///
+/// A retained descriptor is remembered in the store (blobs are never
+/// removed), so each type's descriptor is put once, not once a run.
 fn output_type(kind: &str) -> Result<Hash, Refusal> {
+    const TABLE: &str = "output-types";
     if let Some(hash) = Hash::parse(kind) {
         if blobs::exists(kind).map_err(|e| e.into_refusal("bytes"))? {
             return Ok(hash);
         }
     }
-    retain(canonical_json(
-        &json!({ "purpose": "coord.output-type.v1", "type": kind }),
-    ))
+    let descriptor = canonical_json(&json!({ "purpose": "coord.output-type.v1", "type": kind }));
+    let hash = Hash::of(&descriptor);
+    let known = kv::begin_read().and_then(|txn| txn.get(TABLE, kind.as_bytes()))?;
+    if known.is_some() {
+        return Ok(hash);
+    }
+    if retain(descriptor)? != hash {
+        return Err(Refusal::Unavailable(
+            "the bytes service named a descriptor oddly".into(),
+        ));
+    }
+    // Losing this row costs one put again.
+    let _ = kv::begin_write().and_then(|txn| {
+        txn.commit_detached(&[kv::TableWrite {
+            table: TABLE.into(),
+            key: kind.as_bytes().to_vec(),
+            value: hash.to_string().into_bytes(),
+        }])
+    });
+    Ok(hash)
 }
 
 /// The completion batch: manifest, resolution and attestation retained,
@@ -871,17 +911,17 @@ fn close(
         entry: &admitted.attempt.release,
         description: context.description,
     };
-    let manifest = retain(canonical_json(&application::manifest(
+    let manifest = canonical_json(&application::manifest(
         application,
         outputs,
         &declared_outputs(context.description),
-    )))?;
-    let resolution = retain(canonical_json(&application::resolution(
+    ));
+    let resolution = canonical_json(&application::resolution(
         application,
         &ran,
         &admitted.inputs,
         &ending,
-    )))?;
+    ));
     let request = admitted.attempt.request.to_string();
     let request_digest = admitted.attempt.request_digest.to_string();
     let statement = application::statement(&Attested {
@@ -901,7 +941,8 @@ fn close(
         IN_TOTO_PAYLOAD_TYPE,
         &canonical_json(&statement),
     );
-    let attestation = retain(canonical_json(&envelope))?;
+    let [manifest, resolution, attestation] =
+        retain_documents([manifest, resolution, canonical_json(&envelope)])?;
     let outcome = Outcome::from_name(ending.outcome).expect("an outcome of the profile");
     let reused = ending.reused.as_ref().map(|r| r.application.clone());
     let mut batch: Vec<Vec<u8>> = outputs
