@@ -859,3 +859,75 @@ fn a_non_deterministic_release_or_a_failed_run_is_never_reused() {
         assert_eq!(labd.tool_runs(), i as u64 + 3);
     }
 }
+
+/// An application leaf that already holds a fact the service did not
+/// write (appended straight in the journal, of a predicate it does not
+/// know): the admission looks for an attempt at the leaf's head, finds
+/// none among its facts, appends the attempt after them, and a replay of
+/// the request finds that attempt and its result.
+#[test]
+fn an_attempt_is_admitted_after_facts_the_leaf_already_holds() {
+    use base64::Engine as _;
+    use lab_values::Value as V;
+    let (labd, coord) = start_with_tools("coord-apply-foreign", &[]);
+    let input = coord.alpha();
+    let publisher = coord.publisher();
+    let journal = labd.journal();
+    let applications = coord.ok(
+        &coord.admin(),
+        &Req::read("resolve").path("projects/alpha/applications"),
+        200,
+    )["space"]
+        .clone();
+    assert!(applications["space_id"].is_string(), "{applications}");
+    let made = journal.post_json(
+        "/v1/create",
+        &json!({
+            "parent": { "root_id": applications["root_id"], "space_id": applications["space_id"] },
+            "key": "run-1", "operation_id": "foreign-leaf",
+        })
+        .to_string(),
+    );
+    assert!(
+        made.status == 200 || made.status == 201,
+        "{}",
+        String::from_utf8_lossy(&made.body)
+    );
+    let leaf = made.json()["child"].clone();
+    let foreign = lab_values::encode(&V::Tuple(vec![V::label("note"), V::text("elsewhere")]));
+    let appended = journal.post_json(
+        "/v1/append",
+        &json!({
+            "space": { "root_id": leaf["root_id"], "space_id": leaf["space_id"] },
+            "facts": [base64::engine::general_purpose::STANDARD.encode(foreign)],
+            "operation_id": "foreign-fact",
+        })
+        .to_string(),
+    );
+    assert!(
+        appended.status == 200 || appended.status == 201,
+        "{}",
+        String::from_utf8_lossy(&appended.body)
+    );
+    assert_eq!(appended.json()["last"], 1);
+
+    let body = application("run-1", APP, "upper", json!({ "text": input }), Value::Null);
+    let first = created(&coord.apply(&publisher, &body));
+    assert_eq!(first["outcome"], "completed");
+    assert_eq!(first["attempt"]["space_id"], leaf["space_id"]);
+    assert_eq!(first["attempt"]["position"], 2);
+    let again = coord.apply(&publisher, &body);
+    assert_eq!(
+        again.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&again.body)
+    );
+    let again = again.json();
+    assert_eq!(again["replayed"], true);
+    assert_eq!(again["attempt"], first["attempt"]);
+    assert_eq!(again["result"], first["result"]);
+    let entries = coord.entries(APP);
+    assert_eq!(members(&entries, "attempt").len(), 1);
+    assert_eq!(members(&entries, "result").len(), 1);
+}

@@ -39,6 +39,32 @@ pub fn put(bytes: Vec<u8>) -> Result<Retained, CallError> {
     retained(&answer)
 }
 
+/// Retains each of `blobs` (held by this component: small documents
+/// only) in one call of the batch put; each is committed on its own, in
+/// order. Answers their names in order; any item refused fails the call.
+pub fn put_many(blobs: &[Vec<u8>]) -> Result<Vec<Retained>, CallError> {
+    let mut body = Vec::with_capacity(blobs.iter().map(|b| b.len() + 12).sum());
+    for blob in blobs {
+        body.extend_from_slice(format!("{}\n", blob.len()).as_bytes());
+        body.extend_from_slice(blob);
+    }
+    let (_, answer) = call_json(SERVICE, "POST", "/v1/put", body, "application/x-blobs")?;
+    let results = answer["results"]
+        .as_array()
+        .filter(|results| results.len() == blobs.len())
+        .ok_or_else(|| CallError::Unavailable("put many answered another count".into()))?;
+    results
+        .iter()
+        .map(|result| match result["error"].as_str() {
+            Some(code) => Err(CallError::Unavailable(format!(
+                "put many refused an item: {code} ({})",
+                result["message"].as_str().unwrap_or_default()
+            ))),
+            None => retained(result),
+        })
+        .collect()
+}
+
 /// Retains the rest of `body`, streamed by the host as it arrives; a body
 /// that breaks off retains nothing.
 pub fn put_streamed(body: &IncomingBody) -> Result<Retained, CallError> {

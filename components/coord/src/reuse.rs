@@ -60,15 +60,13 @@ pub fn lookup(key: &Hash) -> Result<Option<(Space, EntryRef)>, Refusal> {
     Ok(Some((leaf, application)))
 }
 
-/// Names the completed application `application` of `leaf` under `key`.
-pub fn record(key: &Hash, leaf: &Space, application: &EntryRef) -> Result<(), Refusal> {
+/// The row naming the completed application `application` of `leaf`
+/// under `key`, for the caller's commit.
+pub fn row(key: &Hash, leaf: &Space, application: &EntryRef) -> kv::TableWrite {
     let value = json!({ "leaf": leaf.to_json(), "application": application.to_json() });
-    kv::begin_write().and_then(|txn| {
-        txn.commit_with(&[kv::TableWrite {
-            table: TABLE.into(),
-            key: key.0.to_vec(),
-            value: value.to_string().into_bytes(),
-        }])
-    })?;
-    Ok(())
+    kv::TableWrite {
+        table: TABLE.into(),
+        key: key.0.to_vec(),
+        value: value.to_string().into_bytes(),
+    }
 }

@@ -201,6 +201,17 @@ pub fn ensure_child(
     if let Some(found) = journal::resolve_path(&parent.root_id, &parent.child_path(key))? {
         return Ok((found, false));
     }
+    create_child(parent, key, operation_id)
+}
+
+/// The child `key` of `parent`, created with `operation_id` (for a caller
+/// that has just seen it absent); one that exists meanwhile is resolved.
+/// Returns the child and whether this call created it.
+pub fn create_child(
+    parent: &Space,
+    key: &str,
+    operation_id: &str,
+) -> Result<(Space, bool), CallError> {
     match journal::create(parent, key, operation_id, None) {
         Ok(created) => Ok((created.child, !created.replayed)),
         Err(e) if e.code() == Some("exists") => {

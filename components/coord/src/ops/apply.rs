@@ -19,7 +19,7 @@ use crate::application::{self, Attested, Ending, Input, Output, Ran, Reused};
 use crate::auth;
 use crate::backend::CallError;
 use crate::blobs;
-use crate::facts::{self, Artifact, AttemptFact, EntryRef, Fact, Hash, Outcome, Predicate};
+use crate::facts::{self, Artifact, AttemptFact, EntryRef, Fact, Hash, Outcome};
 use crate::journal::{self, Space};
 use crate::layout::{self, Position};
 use crate::ops::publish::{self, request_digest, request_id, retain_descriptor};
@@ -28,7 +28,7 @@ use crate::refusal::Refusal;
 use crate::request::ApplyRequest;
 use crate::reuse;
 use crate::tools::{self, Release};
-use crate::world::{ensure_child, setup_operation_id, Settings, World};
+use crate::world::{create_child, ensure_child, setup_operation_id, Settings, World};
 use crate::{Call, Reply};
 use base64::Engine as _;
 use lab_coord_auth::dsse::{sign_envelope, IN_TOTO_PAYLOAD_TYPE};
@@ -104,18 +104,34 @@ pub fn apply(call: &mut Call<'_>, request: ApplyRequest) -> Result<Reply, Refusa
         identity: &identity,
         key: &key,
     };
-    if let Some(found) = find_attempt(&leaf, &identity)? {
-        return recover(&context, found, &digest);
+    // The head the attempt batch is built at: an earlier attempt is looked
+    // for at it (a leaf without facts holds none), so an attempt appended
+    // after it makes the admission's append conflict.
+    let head = journal::head(&leaf).map_err(|e| e.into_refusal("journal"))?;
+    if head > 0 {
+        if let Some(found) = find_attempt(&leaf, &identity, Some(head))? {
+            return recover(&context, found, &digest);
+        }
     }
+    let document = canonical_json(&application::request(
+        &request.tool,
+        &release_entry,
+        &inputs,
+        &request.recipe,
+    ));
+    let request_hash = Hash::of(&document);
     let reuse_key = reuse::deterministic(&release.description)
         .then(|| reuse::key(&project, &release_entry, &inputs, &request.recipe));
     let earlier = match &reuse_key {
-        Some(key) => earlier(key, &release_entry, &inputs, &request.recipe)?,
+        Some(key) => earlier(key, &release_entry, &inputs, &request.recipe, &request_hash)?,
         None => None,
     };
-    // Admission: the ApplicationRequest, then the batch at a known head.
-    let document = application::request(&request.tool, &release_entry, &inputs, &request.recipe);
-    let request_hash = retain(canonical_json(&document))?;
+    // Admission: the ApplicationRequest retained, then the batch at the head.
+    if retain(document)? != request_hash {
+        return Err(Refusal::Unavailable(
+            "the bytes service named the request document oddly".into(),
+        ));
+    }
     let now = clock::now();
     let attempt = AttemptFact {
         release: release_entry.clone(),
@@ -125,7 +141,6 @@ pub fn apply(call: &mut Call<'_>, request: ApplyRequest) -> Result<Reply, Refusa
         request_digest: digest,
         accepted_at: lab_kit::time::rfc3339_micros(now.seconds, now.nanoseconds),
     };
-    let head = journal::head(&leaf).map_err(|e| e.into_refusal("journal"))?;
     let application = EntryRef {
         root_id: leaf.root_id.clone(),
         space_id: leaf.space_id.clone(),
@@ -154,7 +169,7 @@ pub fn apply(call: &mut Call<'_>, request: ApplyRequest) -> Result<Reply, Refusa
     // may equal this one to the byte (the same head, the same microsecond
     // of acceptance), and the journal then answers a replay: that admits
     // nothing either.
-    let admitted_elsewhere = || match find_attempt(&leaf, &identity)? {
+    let admitted_elsewhere = || match find_attempt(&leaf, &identity, None)? {
         Some(found) => recover(&context, found, &digest),
         None => Err(occupied()),
     };
@@ -170,7 +185,7 @@ pub fn apply(call: &mut Call<'_>, request: ApplyRequest) -> Result<Reply, Refusa
             return admitted_elsewhere();
         }
         Err(e) => {
-            clear_running(&identity)?;
+            end_run(&identity, None)?;
             return Err(e.into_refusal("journal"));
         }
     };
@@ -186,15 +201,16 @@ pub fn apply(call: &mut Call<'_>, request: ApplyRequest) -> Result<Reply, Refusa
         }
         None => run_and_close(&context, &admitted, &request.recipe),
     };
-    clear_running(&identity)?;
-    let closed = closed?;
-    if let Some(key) = &reuse_key {
-        if closed.outcome == Outcome::Completed && closed.reused.is_none() {
-            // The row is a hint: without it a later application runs
-            // again, so failing to write it does not fail this answer.
-            let _ = reuse::record(key, &leaf, &admitted.application);
+    let reuse_row = match (&closed, &reuse_key) {
+        (Ok(closed), Some(key))
+            if closed.outcome == Outcome::Completed && closed.reused.is_none() =>
+        {
+            Some(reuse::row(key, &leaf, &admitted.application))
         }
-    }
+        _ => None,
+    };
+    end_run(&identity, reuse_row)?;
+    let closed = closed?;
     Ok(Reply::Json(
         201,
         answer(&admitted.application, &release_entry, &closed, false),
@@ -350,38 +366,64 @@ fn retain(bytes: Vec<u8>) -> Result<Hash, Refusal> {
         .ok_or_else(|| Refusal::Unavailable("the bytes service named a document oddly".into()))
 }
 
-/// Every fact of the leaf with `predicate`, decoded, with its reference.
-fn leaf_facts(
-    leaf: &Space,
-    predicate: Predicate,
-    arguments: Value,
-) -> Result<Vec<(EntryRef, Fact)>, Refusal> {
-    let b64 = base64::engine::general_purpose::STANDARD;
-    let filter = json!({ "predicate": predicate.filter_base64(), "arguments": arguments, "origin": "append" });
-    let (_, entries) = journal::read_all_matching(leaf, None, filter)
-        .map_err(|e| Refusal::Unavailable(format!("the recovery search failed: {e:?}")))?;
-    entries
+/// Retains the completion's documents in one batch put (each committed,
+/// so durable, before the completion batch names it); their hashes.
+fn retain_documents<const N: usize>(documents: [Vec<u8>; N]) -> Result<[Hash; N], Refusal> {
+    let hashes = documents.each_ref().map(|d| Hash::of(d));
+    let retained = blobs::put_many(&documents).map_err(|e| e.into_refusal("bytes"))?;
+    if retained
         .iter()
-        .map(|entry| {
-            let reference = EntryRef::from_json(&entry["ref"]);
-            let fact = entry["fact"]
-                .as_str()
-                .and_then(|f| b64.decode(f).ok())
-                .map(|f| facts::decode(&f));
-            match (reference, fact) {
-                (Ok(reference), Some(Ok(Some(fact)))) => Ok((reference, fact)),
-                _ => Err(Refusal::Unavailable("unreadable recovery data".into())),
-            }
-        })
-        .collect()
+        .zip(&hashes)
+        .any(|(r, h)| r.name != h.to_string())
+    {
+        return Err(Refusal::Unavailable(
+            "the bytes service named a document oddly".into(),
+        ));
+    }
+    Ok(hashes)
 }
 
-/// The leaf's attempt when it is of this request identity; `exists` when
-/// the leaf holds an attempt of another. One read at one cutoff answers
-/// both, so a concurrent admission is seen whole or not at all.
-fn find_attempt(leaf: &Space, identity: &str) -> Result<Option<(EntryRef, AttemptFact)>, Refusal> {
-    let mut attempts = leaf_facts(leaf, Predicate::Attempt, json!([]))?.into_iter();
-    let Some((reference, Fact::Attempt(attempt))) = attempts.next() else {
+/// Every appended fact of the application leaf through `through` (its
+/// cutoff when none), decoded, with its reference, in one read: a leaf
+/// holds its attempt batch and its completion batch, so one read costs
+/// less than one filtered read per predicate. Facts of predicates this
+/// service does not know are left out.
+fn leaf_facts(leaf: &Space, through: Option<u64>) -> Result<Vec<(EntryRef, Fact)>, Refusal> {
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let (_, entries) = journal::read_all_matching(leaf, through, json!({ "origin": "append" }))
+        .map_err(|e| Refusal::Unavailable(format!("the recovery search failed: {e:?}")))?;
+    let mut found = Vec::with_capacity(entries.len());
+    for entry in &entries {
+        let reference = EntryRef::from_json(&entry["ref"]);
+        let fact = entry["fact"]
+            .as_str()
+            .and_then(|f| b64.decode(f).ok())
+            .map(|f| facts::decode(&f));
+        match (reference, fact) {
+            (Ok(reference), Some(Ok(Some(fact)))) => found.push((reference, fact)),
+            (Ok(_), Some(Ok(None))) => {}
+            _ => return Err(Refusal::Unavailable("unreadable recovery data".into())),
+        }
+    }
+    Ok(found)
+}
+
+/// The leaf's attempt (read through `through`, its cutoff when none)
+/// when it is of this request identity; `exists` when the leaf holds an
+/// attempt of another. One read at one cutoff answers both, so a
+/// concurrent admission is seen whole or not at all.
+fn find_attempt(
+    leaf: &Space,
+    identity: &str,
+    through: Option<u64>,
+) -> Result<Option<(EntryRef, AttemptFact)>, Refusal> {
+    let mut attempts = leaf_facts(leaf, through)?
+        .into_iter()
+        .filter_map(|(reference, fact)| match fact {
+            Fact::Attempt(attempt) => Some((reference, attempt)),
+            _ => None,
+        });
+    let Some((reference, attempt)) = attempts.next() else {
         return Ok(None);
     };
     if attempts.next().is_some() {
@@ -452,7 +494,7 @@ fn release_description(entry: &EntryRef) -> Result<Value, Refusal> {
 /// The application's result, read back with its manifest's outputs and
 /// its resolution's reason.
 fn closed(leaf: &Space, application: &EntryRef) -> Result<Option<Closed>, Refusal> {
-    let results = leaf_facts(leaf, Predicate::Result, json!([]))?;
+    let results = leaf_facts(leaf, None)?;
     let mut mine = results.into_iter().filter_map(|(r, f)| match f {
         Fact::Result {
             application: a,
@@ -521,21 +563,22 @@ fn earlier(
     release: &EntryRef,
     inputs: &[Input],
     recipe: &Value,
+    request_hash: &Hash,
 ) -> Result<Option<Earlier>, Refusal> {
     let Some((leaf, application)) = reuse::lookup(key)? else {
         return Ok(None);
     };
-    let attempt = leaf_facts(&leaf, Predicate::Attempt, json!([]))?
-        .into_iter()
-        .find_map(|(r, f)| match f {
-            Fact::Attempt(a) if r == application => Some(a),
-            _ => None,
-        });
+    let facts = leaf_facts(&leaf, None)?;
+    let attempt = facts.iter().find_map(|(r, f)| match f {
+        Fact::Attempt(a) if *r == application => Some(a),
+        _ => None,
+    });
     let Some(attempt) = attempt.filter(|a| a.release == *release) else {
         return Ok(None);
     };
-    let mut bound: Vec<(String, EntryRef)> = leaf_facts(&leaf, Predicate::Bound, json!([]))?
-        .into_iter()
+    let mut bound: Vec<(String, EntryRef)> = facts
+        .iter()
+        .cloned()
         .filter_map(|(_, f)| match f {
             Fact::Bound {
                 application: a,
@@ -554,21 +597,23 @@ fn earlier(
     if bound != wanted {
         return Ok(None);
     }
-    let request = document(&attempt.request)?;
-    if canonical_json(&request["recipe"]) != canonical_json(recipe) {
-        return Ok(None);
+    // The same request document (release, occurrences and recipe) has the
+    // same hash; only a different one needs its recipe compared.
+    if attempt.request != *request_hash {
+        let request = document(&attempt.request)?;
+        if canonical_json(&request["recipe"]) != canonical_json(recipe) {
+            return Ok(None);
+        }
     }
-    let result = leaf_facts(&leaf, Predicate::Result, json!([]))?
-        .into_iter()
-        .find_map(|(r, f)| match f {
-            Fact::Result {
-                application: a,
-                outcome: Outcome::Completed,
-                attestation,
-                ..
-            } if a == application => Some((r, attestation)),
-            _ => None,
-        });
+    let result = facts.into_iter().find_map(|(r, f)| match f {
+        Fact::Result {
+            application: a,
+            outcome: Outcome::Completed,
+            attestation,
+            ..
+        } if a == application => Some((r, attestation)),
+        _ => None,
+    });
     let Some((result, attestation)) = result else {
         return Ok(None);
     };
@@ -772,7 +817,9 @@ fn store_outputs(
             kind: output_type(&output.type_)?,
         };
         let label = application::output_label(&context.path[3], role_index, output.ordinal);
-        let (space, _) = ensure_child(&artifacts, &label, &setup_operation_id(&label))
+        // The label is new with its application, and so is the space's
+        // `declarations`: created at once (a retry replays its creation).
+        let (space, _) = create_child(&artifacts, &label, &setup_operation_id(&label))
             .map_err(|e| e.into_refusal("journal"))?;
         let batch = [
             Fact::Staged {
@@ -786,7 +833,7 @@ fn store_outputs(
         ];
         journal::append(&space, &batch, "coord.staged", Some(0))
             .map_err(|e| e.into_refusal("journal"))?;
-        ensure_child(&space, "declarations", &setup_operation_id("declarations"))
+        create_child(&space, "declarations", &setup_operation_id("declarations"))
             .map_err(|e| e.into_refusal("journal"))?;
         outputs.push(Output {
             role: output.role,
@@ -819,15 +866,36 @@ fn declared_outputs(description: &Value) -> Vec<String> {
 /// An output's interpretation: the descriptor its type names when that is
 /// a retained hash, else the retained descriptor
 /// `{"purpose": "coord.output-type.v1", "type": <type>}`.
+///
+/// A retained descriptor is remembered in the store (blobs are never
+/// removed), so each type's descriptor is put once, not once a run.
 fn output_type(kind: &str) -> Result<Hash, Refusal> {
+    const TABLE: &str = "output-types";
     if let Some(hash) = Hash::parse(kind) {
         if blobs::exists(kind).map_err(|e| e.into_refusal("bytes"))? {
             return Ok(hash);
         }
     }
-    retain(canonical_json(
-        &json!({ "purpose": "coord.output-type.v1", "type": kind }),
-    ))
+    let descriptor = canonical_json(&json!({ "purpose": "coord.output-type.v1", "type": kind }));
+    let hash = Hash::of(&descriptor);
+    let known = kv::begin_read().and_then(|txn| txn.get(TABLE, kind.as_bytes()))?;
+    if known.is_some() {
+        return Ok(hash);
+    }
+    if retain(descriptor)? != hash {
+        return Err(Refusal::Unavailable(
+            "the bytes service named a descriptor oddly".into(),
+        ));
+    }
+    // Losing this row costs one put again.
+    let _ = kv::begin_write().and_then(|txn| {
+        txn.commit_detached(&[kv::TableWrite {
+            table: TABLE.into(),
+            key: kind.as_bytes().to_vec(),
+            value: hash.to_string().into_bytes(),
+        }])
+    });
+    Ok(hash)
 }
 
 /// The completion batch: manifest, resolution and attestation retained,
@@ -843,17 +911,17 @@ fn close(
         entry: &admitted.attempt.release,
         description: context.description,
     };
-    let manifest = retain(canonical_json(&application::manifest(
+    let manifest = canonical_json(&application::manifest(
         application,
         outputs,
         &declared_outputs(context.description),
-    )))?;
-    let resolution = retain(canonical_json(&application::resolution(
+    ));
+    let resolution = canonical_json(&application::resolution(
         application,
         &ran,
         &admitted.inputs,
         &ending,
-    )))?;
+    ));
     let request = admitted.attempt.request.to_string();
     let request_digest = admitted.attempt.request_digest.to_string();
     let statement = application::statement(&Attested {
@@ -873,7 +941,8 @@ fn close(
         IN_TOTO_PAYLOAD_TYPE,
         &canonical_json(&statement),
     );
-    let attestation = retain(canonical_json(&envelope))?;
+    let [manifest, resolution, attestation] =
+        retain_documents([manifest, resolution, canonical_json(&envelope)])?;
     let outcome = Outcome::from_name(ending.outcome).expect("an outcome of the profile");
     let reused = ending.reused.as_ref().map(|r| r.application.clone());
     let mut batch: Vec<Vec<u8>> = outputs
@@ -931,9 +1000,7 @@ fn close(
 /// Whether the application's facts name `wanted`: its retained request,
 /// or its result's manifest, resolution or attestation.
 pub fn names(leaf: &Space, wanted: &Hash) -> Result<bool, Refusal> {
-    let attempts = leaf_facts(leaf, Predicate::Attempt, json!([]))?;
-    let results = leaf_facts(leaf, Predicate::Result, json!([]))?;
-    Ok(attempts.iter().chain(&results).any(|(_, fact)| match fact {
+    Ok(leaf_facts(leaf, None)?.iter().any(|(_, fact)| match fact {
         Fact::Attempt(a) => a.request == *wanted,
         Fact::Result {
             manifest,
@@ -951,7 +1018,7 @@ fn interrupt(
     application: EntryRef,
     attempt: AttemptFact,
 ) -> Result<Closed, Refusal> {
-    let bound = leaf_facts(context.leaf, Predicate::Bound, json!([]))?;
+    let bound = leaf_facts(context.leaf, None)?;
     let mut inputs = Vec::new();
     let mut last = application.position;
     for (reference, fact) in bound {
@@ -985,7 +1052,7 @@ fn interrupt(
         reused: None,
     };
     let closed = close(context, &admitted, &[], ending);
-    clear_running(context.identity)?;
+    end_run(context.identity, None)?;
     closed
 }
 
@@ -1030,13 +1097,13 @@ pub fn interrupt_cut_runs(world: &World, settings: &Settings) -> Result<usize, R
         let identity = String::from_utf8(record.key)
             .map_err(|_| Refusal::Unavailable("unreadable run record".into()))?;
         let leaf = Space::from_json(&stored["leaf"]).map_err(|e| e.into_refusal("journal"))?;
-        let Some((application, attempt)) = find_attempt(&leaf, &identity)? else {
+        let Some((application, attempt)) = find_attempt(&leaf, &identity, None)? else {
             // Cut before its attempt was appended: nothing to close.
-            clear_running(&identity)?;
+            end_run(&identity, None)?;
             continue;
         };
         if closed(&leaf, &application)?.is_some() {
-            clear_running(&identity)?;
+            end_run(&identity, None)?;
             continue;
         }
         let path = world
@@ -1082,10 +1149,16 @@ fn mark_running(identity: &str, leaf: &Space, application: &EntryRef) -> Result<
     Ok(())
 }
 
-fn clear_running(identity: &str) -> Result<(), Refusal> {
+/// Removes the run record of `identity`, with the reuse row of the
+/// completed application when there is one, in one commit that does not
+/// wait for the disk: losing it loses nothing the service does not find
+/// again. A record left by an earlier start is cleared by the next start's
+/// sweep, which finds the application's result; a missing reuse row costs
+/// one run, which writes it again (`crate::reuse`).
+fn end_run(identity: &str, reuse_row: Option<kv::TableWrite>) -> Result<(), Refusal> {
     let txn = kv::begin_write()?;
     txn.delete(RUNS, identity.as_bytes())?;
-    txn.commit()?;
+    txn.commit_detached(&reuse_row.into_iter().collect::<Vec<_>>())?;
     Ok(())
 }
 

@@ -10,7 +10,7 @@ use crate::journal::{self, Space};
 use crate::layout::{self, Position};
 use crate::refusal::Refusal;
 use crate::request::PublishRequest;
-use crate::world::ensure_child;
+use crate::world::create_child;
 use crate::{Call, Reply};
 use base64::Engine as _;
 use lab_coord_auth::{canonical_json, Principal};
@@ -289,7 +289,8 @@ pub fn ensure_leaf(
         .world
         .resolve(parent_path)?
         .ok_or_else(|| Refusal::NotFound("the leaf's parent does not exist".into()))?;
-    ensure_child(&parent, &key[0], create_operation_id).map_err(|e| e.into_refusal("journal"))
+    // `resolve` asked the journal for the leaf just now: create it at once.
+    create_child(&parent, &key[0], create_operation_id).map_err(|e| e.into_refusal("journal"))
 }
 
 /// A journal operation ID derived from the publisher's own operation ID,
