@@ -127,11 +127,7 @@ pub fn apply(call: &mut Call<'_>, request: ApplyRequest) -> Result<Reply, Refusa
         None => None,
     };
     // Admission: the ApplicationRequest retained, then the batch at the head.
-    if retain(document)? != request_hash {
-        return Err(Refusal::Unavailable(
-            "the bytes service named the request document oddly".into(),
-        ));
-    }
+    retain(document)?;
     let now = clock::now();
     let attempt = AttemptFact {
         release: release_entry.clone(),
@@ -360,10 +356,12 @@ fn root_key(call: &Call<'_>) -> Result<SigningKey, Refusal> {
     })
 }
 
+/// Retains `bytes`; their hash, which the bytes service must name them by.
 fn retain(bytes: Vec<u8>) -> Result<Hash, Refusal> {
+    let hash = Hash::of(&bytes);
     let retained = blobs::put(bytes).map_err(|e| e.into_refusal("bytes"))?;
-    Hash::parse(&retained.name)
-        .ok_or_else(|| Refusal::Unavailable("the bytes service named a document oddly".into()))
+    named(&[retained], &[hash])?;
+    Ok(hash)
 }
 
 /// Retains the completion's documents in one batch put (each committed,
@@ -371,16 +369,23 @@ fn retain(bytes: Vec<u8>) -> Result<Hash, Refusal> {
 fn retain_documents<const N: usize>(documents: [Vec<u8>; N]) -> Result<[Hash; N], Refusal> {
     let hashes = documents.each_ref().map(|d| Hash::of(d));
     let retained = blobs::put_many(&documents).map_err(|e| e.into_refusal("bytes"))?;
-    if retained
-        .iter()
-        .zip(&hashes)
-        .any(|(r, h)| r.name != h.to_string())
+    named(&retained, &hashes)?;
+    Ok(hashes)
+}
+
+/// Whether the bytes service named each retained document by its hash.
+fn named(retained: &[blobs::Retained], hashes: &[Hash]) -> Result<(), Refusal> {
+    if retained.len() != hashes.len()
+        || retained
+            .iter()
+            .zip(hashes)
+            .any(|(r, h)| r.name != h.to_string())
     {
         return Err(Refusal::Unavailable(
             "the bytes service named a document oddly".into(),
         ));
     }
-    Ok(hashes)
+    Ok(())
 }
 
 /// Every appended fact of the application leaf through `through` (its
@@ -865,37 +870,19 @@ fn declared_outputs(description: &Value) -> Vec<String> {
 
 /// An output's interpretation: the descriptor its type names when that is
 /// a retained hash, else the retained descriptor
-/// `{"purpose": "coord.output-type.v1", "type": <type>}`.
-///
-/// A retained descriptor is remembered in the store (blobs are never
-/// removed), so each type's descriptor is put once, not once a run.
+/// `{"purpose": "coord.output-type.v1", "type": <type>}`, put once per
+/// type.
 fn output_type(kind: &str) -> Result<Hash, Refusal> {
-    const TABLE: &str = "output-types";
     if let Some(hash) = Hash::parse(kind) {
         if blobs::exists(kind).map_err(|e| e.into_refusal("bytes"))? {
             return Ok(hash);
         }
     }
-    let descriptor = canonical_json(&json!({ "purpose": "coord.output-type.v1", "type": kind }));
-    let hash = Hash::of(&descriptor);
-    let known = kv::begin_read().and_then(|txn| txn.get(TABLE, kind.as_bytes()))?;
-    if known.is_some() {
-        return Ok(hash);
-    }
-    if retain(descriptor)? != hash {
-        return Err(Refusal::Unavailable(
-            "the bytes service named a descriptor oddly".into(),
-        ));
-    }
-    // Losing this row costs one put again.
-    let _ = kv::begin_write().and_then(|txn| {
-        txn.commit_detached(&[kv::TableWrite {
-            table: TABLE.into(),
-            key: kind.as_bytes().to_vec(),
-            value: hash.to_string().into_bytes(),
-        }])
-    });
-    Ok(hash)
+    publish::retain_once(
+        "output-types",
+        kind,
+        canonical_json(&json!({ "purpose": "coord.output-type.v1", "type": kind })),
+    )
 }
 
 /// The completion batch: manifest, resolution and attestation retained,

@@ -248,12 +248,17 @@ pub fn profile_descriptor(profile: &str) -> Vec<u8> {
     canonical_json(&json!({ "purpose": "coord.record-profile.v1", "profile": profile }))
 }
 
-/// Retains the profile's descriptor beside the payloads, once (the store
-/// remembers which descriptors are retained); returns its hash.
+/// Retains the profile's descriptor beside the payloads, once; returns its
+/// hash.
 pub fn retain_descriptor(profile: &str) -> Result<Hash, Refusal> {
-    const TABLE: &str = "descriptors";
-    let known = kv::begin_read().and_then(|txn| txn.get(TABLE, profile.as_bytes()))?;
-    let descriptor = profile_descriptor(profile);
+    retain_once("descriptors", profile, profile_descriptor(profile))
+}
+
+/// Retains `descriptor` once: the store's `table` remembers under `name`
+/// that it is retained (blobs are never removed), so later calls put
+/// nothing; returns its hash.
+pub fn retain_once(table: &str, name: &str, descriptor: Vec<u8>) -> Result<Hash, Refusal> {
+    let known = kv::begin_read().and_then(|txn| txn.get(table, name.as_bytes()))?;
     let hash = Hash::of(&descriptor);
     if known.is_some() {
         return Ok(hash);
@@ -266,8 +271,8 @@ pub fn retain_descriptor(profile: &str) -> Result<Hash, Refusal> {
     }
     kv::begin_write().and_then(|txn| {
         txn.commit_with(&[kv::TableWrite {
-            table: TABLE.into(),
-            key: profile.as_bytes().to_vec(),
+            table: table.into(),
+            key: name.as_bytes().to_vec(),
             value: retained.name.into_bytes(),
         }])
     })?;
