@@ -132,32 +132,9 @@ impl<'f> Plan<'f> {
         })
     }
 
-    /// The positions in (after, through] this plan's index names, at most
-    /// `limit`; none for a plan over every entry.
-    fn indexed(
-        &self,
-        r: &impl Reads,
-        space: SpaceId,
-        after: u64,
-        through: u64,
-        limit: u32,
-    ) -> Result<Vec<u64>, Refusal> {
-        match &self.source {
-            Candidates::Argument(argument) => {
-                store::argument_positions(r, space, argument, after, through, limit)
-            }
-            Candidates::Predicate(key) => {
-                store::predicate_positions(r, space, key, after, through, limit)
-            }
-            Candidates::Created => Ok(store::created(r, space, after, through, limit)?
-                .into_iter()
-                .map(|(p, _)| p)
-                .collect()),
-            Candidates::All => Ok(Vec::new()),
-        }
-    }
-
-    /// Up to `limit` candidates in (after, through], in order.
+    /// Up to `limit` candidates in (after, through], in order: the entries
+    /// themselves for a plan over every entry, else the positions its index
+    /// names.
     fn candidates(
         &self,
         r: &impl Reads,
@@ -166,16 +143,27 @@ impl<'f> Plan<'f> {
         through: u64,
         limit: u32,
     ) -> Result<Pending, Refusal> {
-        if let Candidates::All = self.source {
-            let read = store::entries(r, space, after, through, limit)?;
-            return Ok(Pending {
-                count: read.len(),
-                positions: Vec::new(),
-                unfetched: 0,
-                fetched: read.into_iter(),
-            });
-        }
-        let positions = self.indexed(r, space, after, through, limit)?;
+        let positions = match &self.source {
+            Candidates::All => {
+                let read = store::entries(r, space, after, through, limit)?;
+                return Ok(Pending {
+                    count: read.len(),
+                    positions: Vec::new(),
+                    unfetched: 0,
+                    fetched: read.into_iter(),
+                });
+            }
+            Candidates::Argument(argument) => {
+                store::argument_positions(r, space, argument, after, through, limit)?
+            }
+            Candidates::Predicate(key) => {
+                store::predicate_positions(r, space, key, after, through, limit)?
+            }
+            Candidates::Created => store::created(r, space, after, through, limit)?
+                .into_iter()
+                .map(|(p, _)| p)
+                .collect(),
+        };
         Ok(Pending {
             count: positions.len(),
             positions,
