@@ -5,23 +5,34 @@ CARGO ?= cargo
 COMPONENTS := lab-bytes lab-journal lab-coord lab-coord-auth lab-probe lab-kit lab-guest lab-tool-reach
 # Releases build without the standard library; checked on their own, so
 # that the service components' features (wit-bindgen's `std`) stay apart.
+# The black-box suites that run on each key-value backend.
+STORE_SUITES := bytes journal coord coord_declare coord_apply coord_authority coord_views coord_subscribe coord_ws coord_tools events reproduce
 TOOLS := lab-tool-guest lab-tool-upper lab-tool-hostile lab-tool-effects lab-tool-jsonschema lab-tool-unpack lab-tool-profile
 
-.PHONY: setup run test lint bench api-check
+.PHONY: setup postgres run test lint bench api-check
 
 setup:
 	@command -v rustup >/dev/null || { echo "rustup is required (https://rustup.rs)"; exit 1; }
 	rustup toolchain install --no-self-update
 	rustup target add wasm32-wasip2
 
+# PostgreSQL's server binaries, which the shared-store tests start a
+# throw-away cluster from: Debian's package, where they are absent.
+postgres:
+	@ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || { \
+		apt-get update && DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y --no-install-recommends postgresql; }
+
 ## make run: build everything, serve every service on its default port
 ## with its state under ./data.
 run: setup
 	$(CARGO) run --release -p labd --
 
-## make test: formatting, lints, unit tests and the black-box tests.
-test: setup lint
+## make test: formatting, lints, unit tests and the black-box tests; then
+## the services' black-box suites again with their state in PostgreSQL.
+test: setup postgres lint
 	$(CARGO) test --workspace
+	LAB_TEST_STORE=postgres $(CARGO) test -p labd $(addprefix --test ,$(STORE_SUITES))
 
 lint:
 	$(CARGO) fmt --all --check

@@ -10,22 +10,15 @@
 //! append rows: client `c`'s `n`th append goes to journal
 //! `(c + n * clients) % journals`.
 //!
-//! PostgreSQL refuses to run as root: when the bench is root, `initdb` and
-//! `postgres` run as the unprivileged `nobody` (through `setpriv`, which
-//! execs them), and the cluster's directory is handed to that user.
+//! The cluster is `lab-pgcluster`'s: the system's binaries, a scratch
+//! directory, a Unix socket.
 
-use anyhow::{bail, ensure, Context, Result};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use anyhow::{Context, Result};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_postgres::{Client, NoTls};
 
-/// The user the cluster runs as when the bench is root.
-const UNPRIVILEGED: &str = "nobody";
-const UNPRIVILEGED_GROUP: &str = "nogroup";
-/// The cluster's start-up, waited for at most.
-const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// The receipt's stored result: the size of a journal append's answer.
 const RECEIPT_RESULT_BYTES: usize = 200;
 
@@ -42,106 +35,25 @@ const SCHEMA: &str = "
 
 /// A running throw-away cluster, stopped on drop.
 pub struct Postgres {
-    child: Child,
-    socket_dir: PathBuf,
+    cluster: lab_pgcluster::Cluster,
     /// `PostgreSQL` and the server's version number.
     pub version: String,
-}
-
-/// The newest `bin` directory of the system's PostgreSQL installations.
-fn installed() -> Option<PathBuf> {
-    let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
-        .ok()?
-        .flatten()
-        .filter_map(|dir| {
-            let major = dir.file_name().to_str()?.parse().ok()?;
-            let bin = dir.path().join("bin");
-            (bin.join("initdb").is_file() && bin.join("postgres").is_file()).then_some((major, bin))
-        })
-        .collect();
-    found.sort();
-    found.pop().map(|(_, bin)| bin)
-}
-
-/// A command of the cluster, as the unprivileged user when the bench is
-/// root; `setpriv` execs the program, so the child is the program itself.
-fn as_owner(program: &Path, root: bool) -> Command {
-    if root {
-        let mut command = Command::new("setpriv");
-        command
-            .args(["--reuid", UNPRIVILEGED, "--regid", UNPRIVILEGED_GROUP])
-            .args(["--clear-groups", "--"])
-            .arg(program);
-        command
-    } else {
-        Command::new(program)
-    }
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|status| {
-            let uid = status.lines().find(|l| l.starts_with("Uid:"))?;
-            uid.split_whitespace().nth(1).map(|real| real == "0")
-        })
-        .unwrap_or(false)
 }
 
 impl Postgres {
     /// Starts a cluster under `dir` with `journals` heads at 0 (spaces 0 to
     /// `journals - 1`), or none where PostgreSQL is not installed.
     pub async fn start(dir: &Path, journals: usize) -> Result<Option<Postgres>> {
-        let Some(bin) = installed() else {
+        // On this thread, a runtime worker that lives as long as the bench:
+        // the server dies with the thread that started it.
+        let Some(cluster) = lab_pgcluster::Cluster::start(dir).context("start PostgreSQL")? else {
             return Ok(None);
         };
-        let root = is_root();
-        let data = dir.join("data");
-        std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
-        if root {
-            let status = Command::new("chown").arg(UNPRIVILEGED).arg(dir).status()?;
-            ensure!(status.success(), "chown {UNPRIVILEGED} {}", dir.display());
-        }
-        // `postgres (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)`
-        let printed = Command::new(bin.join("postgres"))
-            .arg("--version")
-            .output()?
-            .stdout;
-        let number = String::from_utf8_lossy(&printed)
-            .split_whitespace()
-            .nth(2)
-            .unwrap_or("?")
-            .to_string();
-        let version = format!("PostgreSQL {number}");
-        let initdb = as_owner(&bin.join("initdb"), root)
-            .args(["--auth=trust", "--username=bench", "--no-sync", "-D"])
-            .arg(&data)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .output()
-            .context("run initdb")?;
-        ensure!(
-            initdb.status.success(),
-            "initdb failed: {}",
-            String::from_utf8_lossy(&initdb.stderr)
-        );
-        let child = as_owner(&bin.join("postgres"), root)
-            .arg("-D")
-            .arg(&data)
-            .args(["-c", "listen_addresses=", "-c"])
-            .arg(format!("unix_socket_directories={}", dir.display()))
-            .args(["-c", "fsync=on", "-c", "synchronous_commit=on"])
-            .args(["-c", "full_page_writes=on", "-c", "max_connections=100"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .context("start postgres")?;
-        let mut postgres = Postgres {
-            child,
-            socket_dir: dir.to_path_buf(),
-            version,
+        let postgres = Postgres {
+            version: cluster.version.clone(),
+            cluster,
         };
-        let client = postgres.ready().await?;
+        let client = postgres.connect().await?;
         client.batch_execute(SCHEMA).await?;
         client
             .execute(
@@ -152,30 +64,11 @@ impl Postgres {
         Ok(Some(postgres))
     }
 
-    /// The first connection, once the server accepts one.
-    async fn ready(&mut self) -> Result<Client> {
-        let started = Instant::now();
-        loop {
-            match self.connect().await {
-                Ok(client) => return Ok(client),
-                Err(e) if started.elapsed() > START_TIMEOUT => {
-                    return Err(e.context("PostgreSQL did not start"))
-                }
-                Err(_) => {
-                    if let Some(status) = self.child.try_wait()? {
-                        bail!("postgres exited with {status}");
-                    }
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-            }
-        }
-    }
-
     async fn connect(&self) -> Result<Client> {
         let (client, connection) = tokio_postgres::Config::new()
-            .host_path(&self.socket_dir)
-            .user("bench")
-            .dbname("postgres")
+            .host_path(self.cluster.socket_dir())
+            .user(lab_pgcluster::USER)
+            .dbname(lab_pgcluster::DATABASE)
             .connect(NoTls)
             .await?;
         tokio::spawn(connection);
@@ -237,16 +130,5 @@ impl Postgres {
             longest = longest.max(took);
         }
         Ok((appends, longest))
-    }
-}
-
-impl Drop for Postgres {
-    fn drop(&mut self) {
-        // SIGINT: PostgreSQL's fast shutdown; then wait so that the scratch
-        // directory can go.
-        let _ = Command::new("kill")
-            .args(["-INT", &self.child.id().to_string()])
-            .status();
-        let _ = self.child.wait();
     }
 }

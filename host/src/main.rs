@@ -38,7 +38,6 @@ mod engine;
 mod events;
 mod keys;
 mod kv;
-mod kv_batch;
 mod kv_snapshot;
 mod maintenance;
 mod management;
@@ -188,9 +187,14 @@ async fn run(settings: Settings) -> Result<()> {
         )),
         None => None,
     };
-    let map_limits = settings.map_limits().map_err(anyhow::Error::msg)?;
-    let (kv, namespaces) = kv::KvStore::open(&settings.data_dir.join("lmdb"), map_limits, &names)
-        .map_err(|e| anyhow::anyhow!("open the key-value store: {e}"))?;
+    let (kv, namespaces) = open_store(&settings, &names).await?;
+    // A replay table is one host's memory: on a store several hosts share,
+    // every pair is remembered in the store instead, so that a pair used
+    // through one host is refused through every other.
+    let replay_table_pairs = match kv {
+        Some(_) => settings.replay_table_pairs,
+        None => 0,
+    };
     let storage = Arc::new(storage::Storage::new(
         kv,
         Arc::clone(&blobs),
@@ -250,7 +254,7 @@ async fn run(settings: Settings) -> Result<()> {
             blobs: Arc::clone(&blobs),
             blob_cap: settings.blob_cap,
             kv: namespace,
-            replay: Arc::new(replay::ReplayTable::new(settings.replay_table_pairs)),
+            replay: Arc::new(replay::ReplayTable::new(replay_table_pairs)),
             storage: Arc::clone(&storage),
             peers: Arc::clone(&peers),
             config: Arc::new(config),
@@ -429,6 +433,35 @@ fn read_blob(
     let read = reader.read_at(0, &mut bytes)?;
     anyhow::ensure!(read as u64 == size, "the blob is shorter than recorded");
     Ok(bytes)
+}
+
+/// The key-value store `--store` names, with a namespace per service; the
+/// LMDB store is returned too, for its map's gauges and health.
+async fn open_store(
+    settings: &Settings,
+    names: &[&str],
+) -> Result<(Option<Arc<kv::KvStore>>, Vec<kv::Namespace>)> {
+    let url = settings.store.as_str();
+    if url == "lmdb" {
+        let map_limits = settings.map_limits().map_err(anyhow::Error::msg)?;
+        let (store, namespaces) =
+            kv::KvStore::open(&settings.data_dir.join("lmdb"), map_limits, names)
+                .map_err(|e| anyhow::anyhow!("open the key-value store: {e}"))?;
+        let namespaces = namespaces.into_iter().map(kv::Namespace::Lmdb).collect();
+        return Ok((Some(store), namespaces));
+    }
+    anyhow::ensure!(
+        url.starts_with("postgresql://") || url.starts_with("postgres://"),
+        "--store: `lmdb`, or a PostgreSQL database as a `postgresql://` URL"
+    );
+    let (_, namespaces) = kv::postgres::PgStore::open(url, settings.store_connections, names)
+        .await
+        .map_err(|e| anyhow::anyhow!("open the PostgreSQL store: {e}"))?;
+    let namespaces = namespaces
+        .into_iter()
+        .map(kv::Namespace::Postgres)
+        .collect();
+    Ok((None, namespaces))
 }
 
 /// Locks `<data-dir>/lock` for as long as the returned file is open: two

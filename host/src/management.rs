@@ -74,7 +74,7 @@ pub async fn serve(
         }
         "/metrics" => {
             let mut text = service.metrics.render(&service.loaded().digest);
-            text.push_str(&kv_metrics(service.env.kv.store().stats()));
+            text.push_str(&kv_metrics(service.env.kv.stats()));
             text.push_str(&service.env.storage.render_metrics());
             text.push_str(&service.env.replay.render_metrics(service.name));
             text.push_str(&memory_metrics(&service.env.memory));

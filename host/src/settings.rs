@@ -212,6 +212,19 @@ pub struct Settings {
     #[arg(long, env = "LAB_LMDB_MAP_CEILING")]
     pub lmdb_map_ceiling: Option<usize>,
 
+    /// Where the services' key-value state lives: `lmdb`, an LMDB
+    /// environment in the data directory; or a PostgreSQL database, named
+    /// by a `postgresql://` URL (`?host=/dir` for a Unix socket), which
+    /// several hosts may share (docs/scale-out.md).
+    #[arg(long, env = "LAB_STORE", default_value = "lmdb")]
+    pub store: String,
+
+    /// Connections to a PostgreSQL store this host keeps open at most; a
+    /// request that finds every one busy for five seconds is refused with
+    /// 503 `unavailable`.
+    #[arg(long, env = "LAB_STORE_CONNECTIONS", default_value_t = 32)]
+    pub store_connections: usize,
+
     /// The `storage` health check fails once the key-value store uses this
     /// percent of its map's ceiling (writes go on to the ceiling).
     #[arg(long, env = "LAB_STORAGE_ALARM_MAP_PERCENT", default_value_t = 80,
@@ -283,7 +296,8 @@ pub struct Settings {
     /// Signed requests' (principal, nonce) pairs one service keeps in
     /// memory (about 200 bytes each) until they expire; past it a pair is
     /// remembered with a write to the service's store instead
-    /// (contracts/coordination/AUTH.md, section 4).
+    /// (contracts/coordination/AUTH.md, section 4). On a PostgreSQL
+    /// `--store` every pair is written to the store, which the hosts share.
     #[arg(long, env = "LAB_REPLAY_TABLE_PAIRS", default_value_t = 262_144)]
     pub replay_table_pairs: usize,
 

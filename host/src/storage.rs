@@ -39,7 +39,8 @@ pub struct Alarms {
 
 /// The deployment's storage, as health and metrics see it.
 pub struct Storage {
-    kv: Arc<KvStore>,
+    /// The LMDB store, whose map has a ceiling (none on PostgreSQL).
+    kv: Option<Arc<KvStore>>,
     blobs: Arc<BlobStore>,
     data_dir: PathBuf,
     alarms: Alarms,
@@ -47,7 +48,7 @@ pub struct Storage {
 
 impl Storage {
     pub fn new(
-        kv: Arc<KvStore>,
+        kv: Option<Arc<KvStore>>,
         blobs: Arc<BlobStore>,
         data_dir: PathBuf,
         alarms: Alarms,
@@ -68,14 +69,15 @@ impl Storage {
 
     /// Ok while both have headroom; else what is short, by how much.
     pub fn headroom(&self) -> Result<(), String> {
-        let map = self.kv.map_use();
-        let alarm = map.ceiling / 100 * u64::from(self.alarms.map_percent);
         let mut short = Vec::new();
-        if map.used >= alarm {
-            short.push(format!(
-                "the key-value store uses {} of its {} bytes ({CEILING_SETTING}), past the alarm at {}% (--storage-alarm-map-percent)",
-                map.used, map.ceiling, self.alarms.map_percent
-            ));
+        if let Some(map) = self.kv.as_ref().map(|kv| kv.map_use()) {
+            let alarm = map.ceiling / 100 * u64::from(self.alarms.map_percent);
+            if map.used >= alarm {
+                short.push(format!(
+                    "the key-value store uses {} of its {} bytes ({CEILING_SETTING}), past the alarm at {}% (--storage-alarm-map-percent)",
+                    map.used, map.ceiling, self.alarms.map_percent
+                ));
+            }
         }
         match self.free_bytes() {
             Ok(free) if free <= self.alarms.free_bytes => short.push(format!(
@@ -96,7 +98,6 @@ impl Storage {
 
     /// The storage gauges, in the Prometheus text format.
     pub fn render_metrics(&self) -> String {
-        let map = self.kv.map_use();
         let blobs = self.blobs.totals();
         let mut out = String::new();
         let mut gauge = |name: &str, help: &str, value: u64| {
@@ -105,21 +106,23 @@ impl Storage {
                 "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n"
             );
         };
-        gauge(
-            "lab_kv_map_size_bytes",
-            "The key-value store's map now (it grows, doubling, up to its ceiling).",
-            map.size,
-        );
-        gauge(
-            "lab_kv_map_ceiling_bytes",
-            "The size the key-value store's map may grow to.",
-            map.ceiling,
-        );
-        gauge(
-            "lab_kv_map_used_bytes",
-            "The key-value store's high-water mark: the map up to its last page in use.",
-            map.used,
-        );
+        if let Some(map) = self.kv.as_ref().map(|kv| kv.map_use()) {
+            gauge(
+                "lab_kv_map_size_bytes",
+                "The key-value store's map now (it grows, doubling, up to its ceiling).",
+                map.size,
+            );
+            gauge(
+                "lab_kv_map_ceiling_bytes",
+                "The size the key-value store's map may grow to.",
+                map.ceiling,
+            );
+            gauge(
+                "lab_kv_map_used_bytes",
+                "The key-value store's high-water mark: the map up to its last page in use.",
+                map.used,
+            );
+        }
         // An unreadable figure is left out rather than reported as zero.
         if let Ok(free) = self.free_bytes() {
             gauge(

@@ -57,6 +57,36 @@ pub fn temp_dir(name: &str) -> PathBuf {
     dir
 }
 
+/// The PostgreSQL clusters of `LAB_TEST_STORE=postgres`, by data directory.
+static TEST_STORES: std::sync::Mutex<
+    Option<std::collections::HashMap<PathBuf, lab_pgcluster::Cluster>>,
+> = std::sync::Mutex::new(None);
+
+/// The store every `labd` of a test run keeps its key-value state in:
+/// `LAB_TEST_STORE=postgres` gives each data directory a PostgreSQL cluster
+/// of its own (under it, started with its first `labd`, kept across that
+/// `labd`'s restarts, killed when the test's thread ends), so that a suite
+/// runs unchanged on the shared-storage backend; otherwise LMDB, the
+/// default. A test that names `--store` itself is left as it is.
+fn with_test_store(data_dir: &Path, mut args: Vec<String>) -> Vec<String> {
+    if std::env::var("LAB_TEST_STORE").as_deref() != Ok("postgres")
+        || args.iter().any(|a| a == "--store")
+    {
+        return args;
+    }
+    let mut clusters = TEST_STORES.lock().unwrap();
+    let cluster = clusters
+        .get_or_insert_with(Default::default)
+        .entry(data_dir.to_path_buf())
+        .or_insert_with(|| {
+            lab_pgcluster::Cluster::start(&data_dir.join("postgres"))
+                .expect("start PostgreSQL")
+                .expect("LAB_TEST_STORE=postgres needs PostgreSQL installed (Debian: postgresql)")
+        });
+    args.extend(["--store".to_string(), cluster.url()]);
+    args
+}
+
 /// The `labd` binary: this package's, or else, in a test of another
 /// package of the workspace (`labctl`'s), the one built beside the test
 /// (`cargo test --workspace` builds it; alone: `cargo build -p labd`).
@@ -131,6 +161,7 @@ impl Labd {
 
     /// Starts `labd` on an existing data directory.
     pub fn start_in(data_dir: PathBuf, args: Vec<String>) -> Labd {
+        let args = with_test_store(&data_dir, args);
         let ready = data_dir.join("ready.json");
         let _ = std::fs::remove_file(&ready);
         let cache = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("component-cache");
@@ -292,6 +323,10 @@ impl Drop for Labd {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // Its cluster, if it has one, is stopped before its files go.
+        if let Some(clusters) = TEST_STORES.lock().unwrap().as_mut() {
+            clusters.remove(&self.data_dir);
+        }
         let _ = std::fs::remove_dir_all(&self.data_dir);
     }
 }

@@ -3,8 +3,8 @@
 use super::RequestState;
 use crate::bindings::kv;
 use crate::kv::{
-    BatchOutcome, CounterSlot, Durability, KvError, Range, ReadTxn, SequencedBatch, SequencedWrite,
-    WriteTxn,
+    full_keys, BatchOutcome, CounterSlot, Durability, KvError, Range, ReadTxn, SequencedBatch,
+    SequencedWrite, WriteTxn,
 };
 use wasmtime::component::Resource;
 use wasmtime::Result;
@@ -72,14 +72,11 @@ pub const MAX_SCAN_ENTRIES: u32 = 1024;
 
 /// The values of `keys` in `txn`, in order; more keys than a scan's bound
 /// are refused whole, nothing read.
-fn read_keys(txn: &ReadTxn, keys: &[kv::TableKey]) -> Result<Vec<Option<Vec<u8>>>, kv::KvError> {
+fn batch_keys(keys: Vec<kv::TableKey>) -> Result<Vec<Vec<u8>>, kv::KvError> {
     if keys.len() > MAX_SCAN_ENTRIES as usize {
         return Err(kv::KvError::TooLarge);
     }
-    keys.iter()
-        .map(|k| txn.get(&k.table, &k.key))
-        .collect::<Result<_, _>>()
-        .map_err(wit_error)
+    full_keys(keys.into_iter().map(|k| (k.table, k.key)).collect()).map_err(wit_error)
 }
 
 fn range(range: kv::Range) -> Range {
@@ -103,13 +100,11 @@ impl kv::Host for RequestState {
         &mut self,
         keys: Vec<kv::TableKey>,
     ) -> Result<Result<Vec<Option<Vec<u8>>>, kv::KvError>> {
-        if keys.len() > MAX_SCAN_ENTRIES as usize {
-            return Ok(Err(kv::KvError::TooLarge));
-        }
-        Ok(match self.env.kv.read().await {
-            Ok(txn) => read_keys(&txn, &keys),
-            Err(e) => Err(wit_error(e)),
-        })
+        let keys = match batch_keys(keys) {
+            Ok(keys) => keys,
+            Err(e) => return Ok(Err(e)),
+        };
+        Ok(self.env.kv.read_all(&keys).await.map_err(wit_error))
     }
 
     async fn begin_write(&mut self) -> Result<Result<Resource<WriteTxn>, kv::KvError>> {
@@ -118,7 +113,7 @@ impl kv::Host for RequestState {
                 "a request holds at most one write transaction at a time".into(),
             )));
         }
-        Ok(match self.env.kv.write() {
+        Ok(match self.env.kv.write().await {
             Ok(txn) => {
                 self.open_writes += 1;
                 Ok(self.table.push(txn)?)
@@ -156,7 +151,8 @@ impl kv::HostReadTxn for RequestState {
         table: String,
         key: Vec<u8>,
     ) -> Result<Result<Option<Vec<u8>>, kv::KvError>> {
-        Ok(self.table.get(&this)?.get(&table, &key).map_err(wit_error))
+        let txn = self.table.get_mut(&this)?;
+        Ok(txn.get(&table, &key).await.map_err(wit_error))
     }
 
     async fn get_all(
@@ -164,7 +160,12 @@ impl kv::HostReadTxn for RequestState {
         this: Resource<ReadTxn>,
         keys: Vec<kv::TableKey>,
     ) -> Result<Result<Vec<Option<Vec<u8>>>, kv::KvError>> {
-        Ok(read_keys(self.table.get(&this)?, &keys))
+        let keys = match batch_keys(keys) {
+            Ok(keys) => keys,
+            Err(e) => return Ok(Err(e)),
+        };
+        let txn = self.table.get_mut(&this)?;
+        Ok(txn.get_all(&keys).await.map_err(wit_error))
     }
 
     async fn scan(
@@ -173,9 +174,10 @@ impl kv::HostReadTxn for RequestState {
         table: String,
         bounds: kv::Range,
     ) -> Result<Result<Vec<kv::Entry>, kv::KvError>> {
-        let txn = self.table.get(&this)?;
+        let txn = self.table.get_mut(&this)?;
         Ok(txn
             .scan(&table, &range(bounds))
+            .await
             .map(entries)
             .map_err(wit_error))
     }

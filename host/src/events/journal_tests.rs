@@ -33,7 +33,7 @@ pub(super) async fn journal(feed: Arc<Feed>) -> (Arc<Service>, Arc<crate::kv::Kv
         crate::kv::KvStore::open(&dir.join("lmdb"), map, &["journal"]).unwrap();
     let blobs = Arc::new(crate::blobstore::BlobStore::open(&dir.join("blobs")).unwrap());
     let storage = crate::storage::Storage::new(
-        Arc::clone(&kv),
+        Some(Arc::clone(&kv)),
         Arc::clone(&blobs),
         dir.clone(),
         crate::storage::Alarms {
@@ -45,7 +45,7 @@ pub(super) async fn journal(feed: Arc<Feed>) -> (Arc<Service>, Arc<crate::kv::Kv
         service: "journal",
         blobs,
         blob_cap: 1 << 20,
-        kv: namespaces.remove(0),
+        kv: crate::kv::Namespace::Lmdb(namespaces.remove(0)),
         replay: Arc::new(crate::replay::ReplayTable::new(16)),
         storage: Arc::new(storage),
         peers: Arc::new(Peers::default()),

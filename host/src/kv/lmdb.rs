@@ -1,4 +1,4 @@
-//! The transactional key-value store: LMDB through heed, with group commit.
+//! The key-value store on LMDB through heed, with group commit.
 //!
 //! Layout: one LMDB environment; one database per service (its namespace);
 //! inside it, a table's keys are `table ‖ 0x00 ‖ key`, so a table is a
@@ -31,29 +31,25 @@
 //!    answered, whatever it met, once its group commits ("Key-value store"
 //!    10 in `docs/design.md`).
 
-use crate::kv_batch::ReadyBatch;
-pub use crate::kv_batch::{BatchOutcome, CounterSlot, SequencedBatch, SequencedWrite};
+use super::batch::{BatchOutcome, ReadyBatch, SequencedBatch};
+use super::{
+    full_writes, scan_bounds, table_key, table_prefix, Durability, Entries, KvError, Range,
+    ScanBounds, Stats, TableWrites, IDLE_LIMIT,
+};
 use crate::map_gate::{MapGate, ReadPass};
 use crate::storage::{is_no_space, NO_SPACE};
 use heed::types::Bytes;
 use heed::{Database, Env, EnvOpenOptions, MdbError, RoTxn, RwTxn, WithoutTls};
 use std::ops::Bound;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc as sync_mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
-/// A transaction that sends no operation for this long is aborted, so one
-/// stalled request cannot hold the writer.
-pub const IDLE_LIMIT: Duration = Duration::from_secs(10);
 /// Transactions committed together at most.
 const MAX_GROUP: usize = 256;
-/// LMDB's bound on a key, which holds the table name and its separator.
-pub const MAX_KEY_BYTES: usize = 511;
-/// Table names are short: they are repeated in every key.
-const MAX_TABLE_BYTES: usize = 64;
 /// The share of the map in use past which the writer grows it.
 const GROW_AT: (usize, usize) = (3, 4);
 /// Longest the writer waits for the read transactions out to end before a
@@ -63,38 +59,6 @@ const QUIESCE_LIMIT: Duration = Duration::from_secs(1);
 const GROW_RETRY: Duration = Duration::from_secs(1);
 /// The setting that bounds the map, as refusals name it.
 pub const CEILING_SETTING: &str = "--lmdb-map-ceiling";
-
-/// Errors of the store.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum KvError {
-    /// A table name that is empty, too long or holds a 0x00 byte.
-    BadTable(String),
-    /// A key over [`MAX_KEY_BYTES`] with its table prefix.
-    TooLarge,
-    /// The transaction was committed, aborted or abandoned.
-    Finished,
-    /// LMDB failed; for a commit, nothing of the group was written.
-    Storage(String),
-    /// No room now: the map is full (at its ceiling, or until it has
-    /// grown) or the disk is. Nothing of the transaction was written.
-    Unavailable(String),
-    /// A sequenced batch whose counter slots do not fit its writes.
-    BadBatch(String),
-}
-
-impl std::fmt::Display for KvError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            KvError::BadTable(t) => write!(f, "bad table name {t:?}"),
-            KvError::TooLarge => write!(f, "key too large"),
-            KvError::Finished => write!(f, "the transaction is finished"),
-            KvError::Storage(e) => write!(f, "storage: {e}"),
-            KvError::Unavailable(e) => write!(f, "{e}"),
-            KvError::BadBatch(e) => write!(f, "malformed batch: {e}"),
-        }
-    }
-}
 
 fn storage(e: heed::Error) -> KvError {
     KvError::Storage(e.to_string())
@@ -107,20 +71,6 @@ fn is_map_full(e: &heed::Error) -> bool {
 
 type Reply<T> = oneshot::Sender<Result<T, KvError>>;
 
-/// A bounded range scan within one table.
-#[derive(Debug, Clone)]
-pub struct Range {
-    pub start: Vec<u8>,
-    pub end: Option<Vec<u8>>,
-    pub reverse: bool,
-    pub limit: u32,
-}
-
-/// (key, value) pairs.
-pub type Entries = Vec<(Vec<u8>, Vec<u8>)>;
-/// (table, key, value) writes as a request names them.
-pub type TableWrites = Vec<(String, Vec<u8>, Vec<u8>)>;
-
 enum Op {
     Get(Vec<u8>, Reply<Option<Vec<u8>>>),
     GetAll(Vec<Vec<u8>>, Reply<Vec<Option<Vec<u8>>>>),
@@ -130,15 +80,6 @@ enum Op {
     Delete(Vec<u8>, Reply<bool>),
     /// Writes, then the commit.
     Commit(Entries, Durability, Reply<()>),
-}
-
-/// When a commit is answered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Durability {
-    /// Once the group holding it is durable.
-    Wait,
-    /// As soon as it joined the group.
-    Detached,
 }
 
 /// What serving one transaction left for the group.
@@ -199,20 +140,6 @@ pub struct MapLimits {
     pub initial: usize,
     /// Past it, writes that need room are refused.
     pub ceiling: usize,
-}
-
-/// Counts of durable commits and the map's use, for metrics.
-#[derive(Default)]
-pub struct Stats {
-    /// LMDB commits (one fsync each).
-    pub groups: AtomicU64,
-    /// Transactions made durable by those commits.
-    pub transactions: AtomicU64,
-    /// The map's size now. Kept by the writer, the only one that may ask
-    /// LMDB (a remap moves what the answer is read from).
-    pub map_size: AtomicU64,
-    /// The map's high-water mark: pages up to the last one used, in bytes.
-    pub map_used: AtomicU64,
 }
 
 /// The map's size and use at one instant.
@@ -370,34 +297,6 @@ impl Namespace {
     }
 }
 
-/// Writes with their keys prefixed by their tables.
-fn full_writes(writes: TableWrites) -> Result<Entries, KvError> {
-    writes
-        .into_iter()
-        .map(|(table, key, value)| Ok((table_key(&table, &key)?, value)))
-        .collect()
-}
-
-/// `table ‖ 0x00 ‖ key`.
-pub(crate) fn table_key(table: &str, key: &[u8]) -> Result<Vec<u8>, KvError> {
-    let prefix = table_prefix(table)?;
-    if prefix.len() + key.len() > MAX_KEY_BYTES {
-        return Err(KvError::TooLarge);
-    }
-    let mut full = prefix;
-    full.extend_from_slice(key);
-    Ok(full)
-}
-
-pub(crate) fn table_prefix(table: &str) -> Result<Vec<u8>, KvError> {
-    if table.is_empty() || table.len() > MAX_TABLE_BYTES || table.as_bytes().contains(&0) {
-        return Err(KvError::BadTable(table.to_string()));
-    }
-    let mut prefix = table.as_bytes().to_vec();
-    prefix.push(0);
-    Ok(prefix)
-}
-
 fn get(
     txn: &RoTxn<'_, WithoutTls>,
     db: Database<Bytes, Bytes>,
@@ -412,31 +311,15 @@ fn scan(
     table: &str,
     range: &Range,
 ) -> Result<Entries, KvError> {
-    let prefix = table_prefix(table)?;
-    let mut start = prefix.clone();
-    start.extend_from_slice(&range.start);
-    let end = match &range.end {
-        Some(end) => {
-            let mut full = prefix.clone();
-            full.extend_from_slice(end);
-            full
-        }
-        // The first key past the table: the separator 0x00 raised to 0x01.
-        None => {
-            let mut past = prefix.clone();
-            *past.last_mut().expect("a prefix ends in its separator") = 1;
-            past
-        }
-    };
-    if start >= end {
+    let Some(ScanBounds { prefix, start, end }) = scan_bounds(table, range)? else {
         return Ok(Vec::new());
-    }
+    };
     let bounds = (
         Bound::Included(start.as_slice()),
         Bound::Excluded(end.as_slice()),
     );
     let limit = range.limit as usize;
-    let strip = |(k, v): (&[u8], &[u8])| (k[prefix.len()..].to_vec(), v.to_vec());
+    let strip = |(k, v): (&[u8], &[u8])| (k[prefix..].to_vec(), v.to_vec());
     let entries: Result<Entries, heed::Error> = if range.reverse {
         db.rev_range(txn, &bounds)
             .map_err(storage)?
@@ -465,6 +348,13 @@ pub struct ReadTxn {
 impl ReadTxn {
     pub fn get(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>, KvError> {
         get(&self.txn, self.db, &table_key(table, key)?)
+    }
+
+    /// The values of full keys, in order.
+    pub fn get_all(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>, KvError> {
+        keys.iter()
+            .map(|key| get(&self.txn, self.db, key))
+            .collect()
     }
 
     pub fn scan(&self, table: &str, range: &Range) -> Result<Entries, KvError> {
@@ -526,11 +416,13 @@ impl WriteTxn {
     }
 
     /// Commits; returns once the group holding this transaction is durable.
+    #[cfg(test)]
     pub async fn commit(&mut self) -> Result<(), KvError> {
         self.commit_with(Vec::new()).await
     }
 
     /// Writes, then commits, in one exchange with the writer.
+    #[cfg(test)]
     pub async fn commit_with(&mut self, writes: TableWrites) -> Result<(), KvError> {
         self.finish(writes, Durability::Wait).await
     }
@@ -834,6 +726,7 @@ fn answer(op: Op, error: &KvError) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kv::{CounterSlot, SequencedWrite};
 
     fn open(name: &str) -> (std::path::PathBuf, Namespace) {
         open_with(

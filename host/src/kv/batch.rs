@@ -9,7 +9,7 @@
 //! happens while the writer waits, and concurrent batches on one counter
 //! never conflict: each draws the numbers after the one before it.
 
-use crate::kv::{table_key, KvError};
+use super::{table_key, Entries, KvError};
 use heed::types::Bytes;
 use heed::{Database, RwTxn};
 
@@ -129,31 +129,36 @@ impl SequencedBatch {
 }
 
 impl ReadyBatch {
-    /// Decides the batch on the live state of `txn` and, when it applies,
-    /// writes it there. On an error some writes may be in `txn`: the caller
-    /// aborts it.
-    pub fn apply(
+    /// The keys the batch is decided on: its guard and its counter.
+    pub fn decided_on(&self) -> [&[u8]; 2] {
+        [&self.guard, &self.counter]
+    }
+
+    /// Decides the batch on the values its guard and counter hold now and,
+    /// when it applies, answers its writes with their slots filled and the
+    /// counter's advance last; otherwise no writes.
+    pub fn decide(
         mut self,
-        txn: &mut RwTxn<'_>,
-        db: Database<Bytes, Bytes>,
-    ) -> heed::Result<BatchOutcome> {
-        if let Some(value) = db.get(txn, &self.guard)? {
-            return Ok(BatchOutcome::Guarded(value.to_vec()));
+        guard: Option<&[u8]>,
+        counter: Option<&[u8]>,
+    ) -> (BatchOutcome, Entries) {
+        if let Some(value) = guard {
+            return (BatchOutcome::Guarded(value.to_vec()), Vec::new());
         }
-        let Some(base) = db
-            .get(txn, &self.counter)?
+        let Some(base) = counter
             .and_then(|v| v.get(..8))
             .map(|v| u64::from_be_bytes(v.try_into().expect("8 octets")))
         else {
-            return Ok(BatchOutcome::NoCounter);
+            return (BatchOutcome::NoCounter, Vec::new());
         };
         if self.expected.is_some_and(|e| e != base) {
-            return Ok(BatchOutcome::Mismatch(base));
+            return (BatchOutcome::Mismatch(base), Vec::new());
         }
         let Some(advanced) = base.checked_add(self.count).filter(|a| *a <= self.ceiling) else {
-            return Ok(BatchOutcome::PastCeiling(base));
+            return (BatchOutcome::PastCeiling(base), Vec::new());
         };
-        for write in &mut self.writes {
+        let mut writes = Vec::with_capacity(self.writes.len() + 1);
+        for mut write in self.writes {
             for slot in &write.slots {
                 let number = base.wrapping_add(slot.addend).to_be_bytes();
                 let within = if slot.in_key {
@@ -164,9 +169,29 @@ impl ReadyBatch {
                 let at = slot.offset as usize;
                 within[at..at + 8].copy_from_slice(&number);
             }
-            db.put(txn, &write.key, &write.value)?;
+            writes.push((write.key, write.value));
         }
-        db.put(txn, &self.counter, &advanced.to_be_bytes())?;
-        Ok(BatchOutcome::Applied(base))
+        writes.push((
+            std::mem::take(&mut self.counter),
+            advanced.to_be_bytes().to_vec(),
+        ));
+        (BatchOutcome::Applied(base), writes)
+    }
+
+    /// Decides the batch on the live state of `txn` and, when it applies,
+    /// writes it there. On an error some writes may be in `txn`: the caller
+    /// aborts it.
+    pub fn apply(
+        self,
+        txn: &mut RwTxn<'_>,
+        db: Database<Bytes, Bytes>,
+    ) -> heed::Result<BatchOutcome> {
+        let guard = db.get(txn, &self.guard)?.map(<[u8]>::to_vec);
+        let counter = db.get(txn, &self.counter)?.map(<[u8]>::to_vec);
+        let (outcome, writes) = self.decide(guard.as_deref(), counter.as_deref());
+        for (key, value) in writes {
+            db.put(txn, &key, &value)?;
+        }
+        Ok(outcome)
     }
 }

@@ -1,0 +1,209 @@
+//! A throw-away PostgreSQL cluster from the system's binaries (Debian's
+//! `/usr/lib/postgresql/<major>/bin`), in a scratch directory, reached on a
+//! Unix socket there and nowhere else, with the server's default
+//! durability (`fsync=on`, `synchronous_commit=on`, stated on the command
+//! line so that no local configuration weakens it).
+//!
+//! The server is started through `setpriv`, which execs it: as the
+//! unprivileged `nobody` when the caller is root (PostgreSQL refuses to run
+//! as root; the scratch directory is handed to that user), and with a
+//! parent-death signal, so that it is killed when the thread that started
+//! it ends, whatever way the caller ends: no server outlives its test.
+//!
+//! Readiness is the server's own: the status line of `postmaster.pid`
+//! reads `ready` once it accepts connections.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The cluster's superuser, trusted on its socket.
+pub const USER: &str = "lab";
+/// The database every cluster has.
+pub const DATABASE: &str = "postgres";
+/// The user the cluster runs as when the caller is root.
+const UNPRIVILEGED: &str = "nobody";
+const UNPRIVILEGED_GROUP: &str = "nogroup";
+/// The server's start-up, waited for at most.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+/// `postmaster.pid`'s line holding the server's status (PostgreSQL 10 on).
+const STATUS_LINE: usize = 7;
+
+/// A running cluster, stopped (fast shutdown) on drop.
+pub struct Cluster {
+    bin: PathBuf,
+    dir: PathBuf,
+    root: bool,
+    child: Option<Child>,
+    /// `PostgreSQL` and the server's version number.
+    pub version: String,
+}
+
+/// The newest `bin` directory of the system's PostgreSQL installations.
+pub fn installed() -> Option<PathBuf> {
+    let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .flatten()
+        .filter_map(|dir| {
+            let major = dir.file_name().to_str()?.parse().ok()?;
+            let bin = dir.path().join("bin");
+            (bin.join("initdb").is_file() && bin.join("postgres").is_file()).then_some((major, bin))
+        })
+        .collect();
+    found.sort();
+    found.pop().map(|(_, bin)| bin)
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let uid = status.lines().find(|l| l.starts_with("Uid:"))?;
+            uid.split_whitespace().nth(1).map(|real| real == "0")
+        })
+        .unwrap_or(false)
+}
+
+fn failed(what: &str, detail: impl std::fmt::Display) -> io::Error {
+    io::Error::other(format!("{what}: {detail}"))
+}
+
+impl Cluster {
+    /// Makes a cluster under `dir` (which it owns from then on) and starts
+    /// it; `None` where PostgreSQL is not installed. The server lives until
+    /// the cluster is dropped or stopped, or the calling thread ends.
+    pub fn start(dir: &Path) -> io::Result<Option<Cluster>> {
+        let Some(bin) = installed() else {
+            return Ok(None);
+        };
+        let root = is_root();
+        std::fs::create_dir_all(dir)?;
+        if root {
+            let status = Command::new("chown").arg(UNPRIVILEGED).arg(dir).status()?;
+            if !status.success() {
+                return Err(failed("chown", dir.display()));
+            }
+        }
+        // `postgres (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)`
+        let printed = Command::new(bin.join("postgres"))
+            .arg("--version")
+            .output()?
+            .stdout;
+        let number = String::from_utf8_lossy(&printed)
+            .split_whitespace()
+            .nth(2)
+            .unwrap_or("?")
+            .to_string();
+        let mut cluster = Cluster {
+            bin,
+            dir: dir.to_path_buf(),
+            root,
+            child: None,
+            version: format!("PostgreSQL {number}"),
+        };
+        let initdb = cluster
+            .command("initdb")
+            .arg(format!("--username={USER}"))
+            .args(["--auth=trust", "--no-sync", "-D"])
+            .arg(cluster.data())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .output()?;
+        if !initdb.status.success() {
+            return Err(failed("initdb", String::from_utf8_lossy(&initdb.stderr)));
+        }
+        cluster.resume()?;
+        Ok(Some(cluster))
+    }
+
+    fn data(&self) -> PathBuf {
+        self.dir.join("data")
+    }
+
+    /// A program of the cluster, killed when the calling thread ends, and
+    /// as the unprivileged user when the caller is root; `setpriv` execs
+    /// the program, so the child is the program.
+    fn command(&self, program: &str) -> Command {
+        let mut command = Command::new("setpriv");
+        command.args(["--pdeathsig", "KILL"]);
+        if self.root {
+            command
+                .args(["--reuid", UNPRIVILEGED, "--regid", UNPRIVILEGED_GROUP])
+                .arg("--clear-groups");
+        }
+        command.arg("--").arg(self.bin.join(program));
+        command
+    }
+
+    /// The directory holding the server's socket.
+    pub fn socket_dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// A connection string for the cluster's superuser, in URL form.
+    pub fn url(&self) -> String {
+        format!(
+            "postgresql://{USER}@/{DATABASE}?host={}",
+            self.dir.display()
+        )
+    }
+
+    /// Starts the server on the cluster's data (again, after [`stop`]),
+    /// and returns once it accepts connections.
+    ///
+    /// [`stop`]: Cluster::stop
+    pub fn resume(&mut self) -> io::Result<()> {
+        if self.child.is_some() {
+            return Ok(());
+        }
+        let pid_file = self.data().join("postmaster.pid");
+        let child = self
+            .command("postgres")
+            .arg("-D")
+            .arg(self.data())
+            .args(["-c", "listen_addresses=", "-c"])
+            .arg(format!("unix_socket_directories={}", self.dir.display()))
+            .args(["-c", "fsync=on", "-c", "synchronous_commit=on"])
+            .args(["-c", "full_page_writes=on", "-c", "max_connections=200"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?;
+        self.child = Some(child);
+        let started = Instant::now();
+        loop {
+            let status = std::fs::read_to_string(&pid_file).unwrap_or_default();
+            if status.lines().nth(STATUS_LINE).map(str::trim) == Some("ready") {
+                return Ok(());
+            }
+            let child = self.child.as_mut().expect("just started");
+            if let Some(exit) = child.try_wait()? {
+                self.child = None;
+                return Err(failed("postgres exited", exit));
+            }
+            if started.elapsed() > START_TIMEOUT {
+                return Err(failed("postgres did not start", self.dir.display()));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Stops the server (fast shutdown: sessions are ended, what they
+    /// committed stays) and waits for it; the data stays for [`resume`].
+    ///
+    /// [`resume`]: Cluster::resume
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = Command::new("kill")
+                .args(["-INT", &child.id().to_string()])
+                .status();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
