@@ -16,6 +16,7 @@ use base64::Engine;
 use lab_coord_auth::{GrantKind, Principal};
 use lab_pgcluster::Cluster;
 use serde_json::{json, Value};
+use std::io::{BufRead, Write};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use support::coord::{nonce, now, Coord, Req};
@@ -311,6 +312,76 @@ fn a_nonce_used_through_one_host_is_refused_through_another() {
             .send_with_header(&req, Some(&header))
             .assert_error(401, "unverified");
     }
+}
+
+#[test]
+fn requests_past_the_connection_bound_are_refused_with_503() {
+    let store = cluster("connections-pg");
+    let url = store.url();
+    let labd = Labd::start(
+        "connections",
+        &[
+            "--services",
+            "journal",
+            "--store",
+            &url,
+            "--store-connections",
+            "1",
+        ],
+    );
+    let client = labd.journal();
+    let space = create(&client, "held");
+    // Another session holds the journal's writer lock: the next append
+    // waits for it, holding the host's one connection meanwhile.
+    let mut holder = store
+        .psql()
+        .arg("-tA")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut session = holder.stdin.take().unwrap();
+    writeln!(
+        session,
+        "BEGIN; SELECT 1 FROM lab_kv_writer WHERE namespace = 'journal' FOR UPDATE;\n\\echo locked"
+    )
+    .unwrap();
+    let said = std::io::BufReader::new(holder.stdout.take().unwrap());
+    for line in said.lines() {
+        if line.unwrap() == "locked" {
+            break;
+        }
+    }
+    let waiting = std::thread::spawn({
+        let client = labd.journal();
+        let body = append_body(&space, 1, &op_id());
+        move || post(&client, "append", &body)
+    });
+    support::eventually("the append to wait for the lock", || {
+        let waiters = store
+            .psql()
+            .args([
+                "-tAc",
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'",
+            ])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&waiters.stdout).trim() == "1"
+    });
+    let refused = post(&client, "head", &json!({ "space": space }));
+    refused.assert_error(503, "unavailable");
+    assert_eq!(refused.header("retry-after"), Some("1"));
+    assert!(
+        String::from_utf8_lossy(&refused.body).contains("--store-connections"),
+        "{}",
+        String::from_utf8_lossy(&refused.body)
+    );
+    // The lock released, the waiting append is made and the host serves.
+    writeln!(session, "COMMIT;").unwrap();
+    drop(session);
+    holder.wait().unwrap();
+    assert_eq!(waiting.join().unwrap().status, 201);
+    assert_eq!(head(&client, &space), 1);
 }
 
 #[test]

@@ -149,6 +149,19 @@ impl Cluster {
         )
     }
 
+    /// `psql` connected to the cluster's database as its superuser, for a
+    /// test to hold a session of its own (no `setpriv`: a client may run as
+    /// the caller).
+    pub fn psql(&self) -> Command {
+        let mut command = Command::new(self.bin.join("psql"));
+        command
+            .arg("--no-psqlrc")
+            .args(["--quiet", "--host"])
+            .arg(&self.dir)
+            .args(["--username", USER, "--dbname", DATABASE]);
+        command
+    }
+
     /// Starts the server on the cluster's data (again, after [`stop`]),
     /// and returns once it accepts connections.
     ///
