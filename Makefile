@@ -9,7 +9,7 @@ COMPONENTS := lab-bytes lab-journal lab-coord lab-coord-auth lab-probe lab-kit l
 STORE_SUITES := bytes journal coord coord_declare coord_apply coord_authority coord_views coord_subscribe coord_ws coord_tools events reproduce
 TOOLS := lab-tool-guest lab-tool-upper lab-tool-hostile lab-tool-effects lab-tool-jsonschema lab-tool-unpack lab-tool-profile
 
-.PHONY: setup postgres run test lint bench api-check
+.PHONY: setup postgres run run-cluster test lint bench api-check
 
 setup:
 	@command -v rustup >/dev/null || { echo "rustup is required (https://rustup.rs)"; exit 1; }
@@ -27,6 +27,11 @@ postgres:
 ## with its state under ./data.
 run: setup
 	$(CARGO) run --release -p labd --
+
+## make run-cluster: a PostgreSQL cluster and two labd sharing it, on
+## this machine (scripts/run-cluster.sh; docs/scale-out.md).
+run-cluster: setup postgres
+	scripts/run-cluster.sh
 
 ## make test: formatting, lints, unit tests and the black-box tests; then
 ## the services' black-box suites again with their state in PostgreSQL.
