@@ -57,6 +57,8 @@
 //! (from /proc, all of labd's threads) and the cores the clients used.
 //! Figures and baselines are taken in alternating rounds.
 
+pub mod shared;
+
 use crate::client::{self, Conn};
 use crate::journal::{self, Api};
 use crate::measure::{percent, progress, verdict, Row};
@@ -424,6 +426,15 @@ impl Signer {
             nonce_prefix: nanos as u64,
             next_nonce: AtomicU64::new(0),
         })
+    }
+
+    /// The same signer, for requests to `audience` (a deployment's one
+    /// address in front of several hosts) instead of its host's own.
+    fn for_audience(self, audience: &str) -> Signer {
+        Signer {
+            audience: audience.to_string(),
+            ..self
+        }
     }
 
     /// A fresh proof of `call` with the grants it needs.

@@ -22,6 +22,8 @@
 //!   sandbox, against the same validator natively.
 //! - [`backup`]: `labd backup` of the data directory the other rows wrote,
 //!   against a plain copy of it.
+//! - [`coord::shared`]: the journal append and the signed publish through
+//!   two `labd` sharing one PostgreSQL store, against one on LMDB.
 //!
 //! Output: a header line naming the machine, then one table row per
 //! measurement (`what | figure | baseline | ratio | target`). Progress goes
@@ -88,6 +90,9 @@ enum Service {
     /// `labd backup` against a plain copy (alone, over blobs it puts first;
     /// in a whole run, over what every other row wrote).
     Backup,
+    /// The journal append and the signed publish through two labd sharing
+    /// one PostgreSQL store, against one labd on LMDB.
+    Shared,
 }
 
 fn main() -> Result<()> {
@@ -151,6 +156,7 @@ fn main() -> Result<()> {
             },
         );
         let scratch = scratch.path().to_path_buf();
+        let binary = args.labd.clone();
         let only = args.only;
         let tools = tools_labd
             .as_ref()
@@ -173,7 +179,7 @@ fn main() -> Result<()> {
                 _ => selected(Service::Journal).then_some(journal::Part::All),
             };
             if let Some(part) = part {
-                rows.extend(journal::run(journal, scratch, threads, part).await?);
+                rows.extend(journal::run(journal, scratch.clone(), threads, part).await?);
             }
             if selected(Service::Socket) {
                 let target = coord::Target {
@@ -189,6 +195,9 @@ fn main() -> Result<()> {
             if selected(Service::Coord) || only == Some(Service::CoordPath) {
                 let paths_only = only == Some(Service::CoordPath);
                 rows.extend(coord::run(coord, threads, paths_only).await?);
+            }
+            if selected(Service::Shared) {
+                rows.extend(coord::shared::run(&binary, &scratch, rps_time).await?);
             }
             if only == Some(Service::Backup) {
                 backup::fill(bytes).await?;
