@@ -7,6 +7,9 @@ COMPONENTS := lab-bytes lab-journal lab-coord lab-coord-auth lab-probe lab-kit l
 # that the service components' features (wit-bindgen's `std`) stay apart.
 # The black-box suites that run on each key-value backend.
 STORE_SUITES := bytes journal coord coord_declare coord_apply coord_authority coord_views coord_subscribe coord_ws coord_tools events reproduce
+# The suites that run on two labd sharing one store (the others keep blobs
+# or subscriptions in one host).
+PAIR_SUITES := journal
 TOOLS := lab-tool-guest lab-tool-upper lab-tool-hostile lab-tool-effects lab-tool-jsonschema lab-tool-unpack lab-tool-profile
 
 .PHONY: setup postgres run run-cluster test lint bench api-check
@@ -34,10 +37,13 @@ run-cluster: setup postgres
 	scripts/run-cluster.sh
 
 ## make test: formatting, lints, unit tests and the black-box tests; then
-## the services' black-box suites again with their state in PostgreSQL.
+## the services' black-box suites again with their state in PostgreSQL, and
+## those whose state is all in the store with two labd sharing it, each
+## request going to either.
 test: setup postgres lint
 	$(CARGO) test --workspace
 	LAB_TEST_STORE=postgres $(CARGO) test -p labd $(addprefix --test ,$(STORE_SUITES))
+	LAB_TEST_STORE=postgres LAB_TEST_HOSTS=2 $(CARGO) test -p labd $(addprefix --test ,$(PAIR_SUITES))
 
 lint:
 	$(CARGO) fmt --all --check

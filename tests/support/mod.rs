@@ -42,6 +42,35 @@ pub struct Labd {
     coord: Option<SocketAddr>,
     coord_management: Option<SocketAddr>,
     args: Vec<String>,
+    /// Under `LAB_TEST_HOSTS=2`, a second labd on the same store, which
+    /// the clients alternate with.
+    peer: Option<Peer>,
+}
+
+/// The second labd of a pair, killed with the first.
+struct Peer {
+    child: Child,
+    bytes: Option<SocketAddr>,
+    journal: Option<SocketAddr>,
+    coord: Option<SocketAddr>,
+}
+
+impl Peer {
+    fn of(child: Child, addresses: &Addresses) -> Peer {
+        Peer {
+            child,
+            bytes: addresses.of("bytes", "operations"),
+            journal: addresses.of("journal", "operations"),
+            coord: addresses.of("coord", "operations"),
+        }
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 /// A fresh directory under the target's temporary directory.
@@ -85,6 +114,56 @@ fn with_test_store(data_dir: &Path, mut args: Vec<String>) -> Vec<String> {
         });
     args.extend(["--store".to_string(), cluster.url()]);
     args
+}
+
+/// Whether `args` name a store (the test's own, or the harness's).
+fn args_have_store(args: &[String]) -> bool {
+    args.iter().any(|a| a == "--store")
+}
+
+/// The ready file's addresses.
+struct Addresses(serde_json::Value);
+
+impl Addresses {
+    /// A service this labd does not host is absent from the ready file.
+    fn of(&self, service: &str, listener: &str) -> Option<SocketAddr> {
+        self.0[service][listener]
+            .as_str()
+            .map(|a| a.parse().unwrap())
+    }
+}
+
+/// Starts `labd` with its state in `data_dir/<state>` and `args` added,
+/// and waits for its ready file.
+fn spawn_ready(data_dir: &Path, state: &str, args: &[String]) -> (Child, Addresses) {
+    let ready = data_dir.join(format!("{state}-ready.json"));
+    let _ = std::fs::remove_file(&ready);
+    let cache = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("component-cache");
+    let mut child = Command::new(labd_binary())
+        .arg("--data-dir")
+        .arg(data_dir.join(state))
+        .arg("--cache-dir")
+        .arg(&cache)
+        .args(LOOPBACK_LISTENERS)
+        .arg("--ready-file")
+        .arg(&ready)
+        .args(["--log", "warn"])
+        .args(args)
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("start labd");
+    let started = Instant::now();
+    loop {
+        if let Ok(text) = std::fs::read_to_string(&ready) {
+            let addresses = serde_json::from_str(&text).expect("ready file is JSON");
+            return (child, Addresses(addresses));
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("labd exited before it was ready: {status}");
+        }
+        assert!(started.elapsed() < PROBE_LIMIT, "labd did not become ready");
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 /// The `labd` binary: this package's, or else, in a test of another
@@ -161,48 +240,60 @@ impl Labd {
 
     /// Starts `labd` on an existing data directory.
     pub fn start_in(data_dir: PathBuf, args: Vec<String>) -> Labd {
+        let shared = !args.iter().any(|a| a == "--store");
         let args = with_test_store(&data_dir, args);
-        let ready = data_dir.join("ready.json");
-        let _ = std::fs::remove_file(&ready);
-        let cache = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("component-cache");
-        let mut child = Command::new(labd_binary())
-            .arg("--data-dir")
-            .arg(data_dir.join("state"))
-            .arg("--cache-dir")
-            .arg(&cache)
-            .args(LOOPBACK_LISTENERS)
-            .arg("--ready-file")
-            .arg(&ready)
-            .args(["--log", "warn"])
-            .args(&args)
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("start labd");
-        let started = Instant::now();
-        let addresses = loop {
-            if let Ok(text) = std::fs::read_to_string(&ready) {
-                break serde_json::from_str::<serde_json::Value>(&text)
-                    .expect("ready file is JSON");
-            }
-            if let Some(status) = child.try_wait().unwrap() {
-                panic!("labd exited before it was ready: {status}");
-            }
-            assert!(started.elapsed() < PROBE_LIMIT, "labd did not become ready");
-            std::thread::sleep(Duration::from_millis(10));
-        };
-        // A service this labd does not host is absent from the ready file.
-        let address = |s: &str, k: &str| addresses[s][k].as_str().map(|a| a.parse().unwrap());
-        Labd {
-            bytes: address("bytes", "operations"),
-            bytes_management: address("bytes", "management"),
-            journal: address("journal", "operations"),
-            journal_management: address("journal", "management"),
-            coord: address("coord", "operations"),
-            coord_management: address("coord", "management"),
+        let (child, addresses) = spawn_ready(&data_dir, "state", &args);
+        let mut labd = Labd {
+            bytes: addresses.of("bytes", "operations"),
+            bytes_management: addresses.of("bytes", "management"),
+            journal: addresses.of("journal", "operations"),
+            journal_management: addresses.of("journal", "management"),
+            coord: addresses.of("coord", "operations"),
+            coord_management: addresses.of("coord", "management"),
             child,
             data_dir,
             args,
+            peer: None,
+        };
+        let paired = shared
+            && args_have_store(&labd.args)
+            && std::env::var("LAB_TEST_HOSTS").as_deref() == Ok("2");
+        if paired {
+            labd.peer = Some(labd.start_peer());
         }
+        labd
+    }
+
+    /// A second `labd` on this one's store (`LAB_TEST_HOSTS=2`), with the
+    /// same world: this one's root key and audience.
+    fn start_peer(&self) -> Peer {
+        let mut args = self.args.clone();
+        let Some(coord) = self.coord else {
+            let (child, addresses) = spawn_ready(&self.data_dir, "peer", &args);
+            return Peer::of(child, &addresses);
+        };
+        if !args.iter().any(|a| a == "--coord-root-key") {
+            let key_file = self.data_dir.join("state/coord/root.key");
+            let text = std::fs::read_to_string(&key_file).unwrap();
+            let hex = text.trim().strip_prefix("ed25519-secret:").unwrap();
+            let seed: [u8; 32] = (0..32)
+                .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap())
+                .collect::<Vec<_>>()
+                .try_into()
+                .unwrap();
+            let principal =
+                lab_coord_auth::Principal::of(&lab_coord_auth::SigningKey::from_bytes(&seed));
+            args.extend(["--coord-root-key".into(), principal.to_string()]);
+            args.extend([
+                "--coord-issuer-key-file".into(),
+                key_file.display().to_string(),
+            ]);
+        }
+        if !args.iter().any(|a| a == "--coord-audience") {
+            args.extend(["--coord-audience".into(), format!("http://{coord}")]);
+        }
+        let (child, addresses) = spawn_ready(&self.data_dir, "peer", &args);
+        Peer::of(child, &addresses)
     }
 
     /// The blob store's directory.
@@ -219,6 +310,7 @@ impl Labd {
 
     /// SIGKILL, then a new `labd` on the same data directory.
     pub fn kill_and_restart(mut self) -> Labd {
+        self.peer = None;
         self.child.kill().unwrap();
         self.child.wait().unwrap();
         let data_dir = self.data_dir.clone();
@@ -229,6 +321,7 @@ impl Labd {
 
     /// SIGKILL without restarting; the data directory stays.
     pub fn kill(mut self) -> PathBuf {
+        self.peer = None;
         self.child.kill().unwrap();
         self.child.wait().unwrap();
         let dir = self.data_dir.clone();
@@ -249,6 +342,7 @@ impl Labd {
     pub fn bytes(&self) -> Client {
         Client {
             address: self.bytes.expect("this labd does not host the service"),
+            peer: self.peer.as_ref().and_then(|p| p.bytes),
         }
     }
 
@@ -258,6 +352,7 @@ impl Labd {
             address: self
                 .bytes_management
                 .expect("this labd does not host the service"),
+            peer: None,
         }
     }
 
@@ -265,6 +360,7 @@ impl Labd {
     pub fn journal(&self) -> Client {
         Client {
             address: self.journal.expect("this labd does not host the service"),
+            peer: self.peer.as_ref().and_then(|p| p.journal),
         }
     }
 
@@ -274,6 +370,7 @@ impl Labd {
             address: self
                 .journal_management
                 .expect("this labd does not host the service"),
+            peer: None,
         }
     }
 
@@ -281,6 +378,7 @@ impl Labd {
     pub fn coord(&self) -> Client {
         Client {
             address: self.coord.expect("this labd does not host the service"),
+            peer: self.peer.as_ref().and_then(|p| p.coord),
         }
     }
 
@@ -290,6 +388,7 @@ impl Labd {
             address: self
                 .coord_management
                 .expect("this labd does not host the service"),
+            peer: None,
         }
     }
 
@@ -380,15 +479,30 @@ impl Response {
     }
 }
 
-/// A raw HTTP/1.1 client: one connection per request.
+/// A raw HTTP/1.1 client: one connection per request, to `address`, or
+/// under `LAB_TEST_HOSTS=2` alternately to it and its peer.
 #[derive(Clone, Copy)]
 pub struct Client {
     pub address: SocketAddr,
+    pub peer: Option<SocketAddr>,
 }
 
 impl Client {
+    /// A client of `address` alone.
+    pub fn of(address: SocketAddr) -> Client {
+        Client {
+            address,
+            peer: None,
+        }
+    }
+
     pub fn connect(&self) -> TcpStream {
-        let stream = TcpStream::connect(self.address).unwrap();
+        static TURN: AtomicU32 = AtomicU32::new(0);
+        let address = match self.peer {
+            Some(peer) if TURN.fetch_add(1, Ordering::Relaxed) % 2 == 1 => peer,
+            _ => self.address,
+        };
+        let stream = TcpStream::connect(address).unwrap();
         stream.set_read_timeout(Some(PROBE_LIMIT)).unwrap();
         stream.set_nodelay(true).unwrap();
         stream

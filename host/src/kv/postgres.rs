@@ -72,8 +72,9 @@ const PUT_ALL: &str = "INSERT INTO lab_kv (namespace, key, value) \
      ON CONFLICT (namespace, key) DO UPDATE SET value = EXCLUDED.value";
 const DELETE: &str = "DELETE FROM lab_kv WHERE namespace = $1 AND key = $2 RETURNING 1";
 
-/// Whether `e` means the server, or the way to it, is out of service now
-/// (as against a statement it refused).
+/// `e` as the store's error: the server, or the way to it, out of service
+/// now (as against a statement it refused) is unavailable. The server's
+/// own text goes to the log, never to a caller.
 fn failure(e: tokio_postgres::Error) -> KvError {
     let transient = match e.code() {
         None => true,
@@ -87,12 +88,14 @@ fn failure(e: tokio_postgres::Error) -> KvError {
         ]
         .contains(code),
     };
+    tracing::warn!(error = %e, "the PostgreSQL store failed");
     if transient || e.is_closed() {
-        KvError::Unavailable(format!(
-            "the PostgreSQL store cannot be reached now ({e}); nothing uncommitted was written; retry later"
-        ))
+        KvError::Unavailable(
+            "the PostgreSQL store cannot be reached now; nothing uncommitted was written; retry later"
+                .into(),
+        )
     } else {
-        KvError::Storage(format!("PostgreSQL: {e}"))
+        KvError::Storage("the PostgreSQL store refused a statement (see the host's log)".into())
     }
 }
 
