@@ -547,7 +547,12 @@ fn a_replay_across_a_component_reload_is_refused() {
 
 #[test]
 fn a_full_replay_table_remembers_pairs_in_the_store() {
-    let labd = Labd::start("coord-replay-full", &["--replay-table-pairs", "2"]);
+    // The table is one host's memory: on a shared store every pair goes to
+    // the store (tests/shared_store.rs), so this runs on LMDB.
+    let labd = Labd::start(
+        "coord-replay-full",
+        &["--replay-table-pairs", "2", "--store", "lmdb"],
+    );
     let coord = Coord::new(&labd);
     let admin = coord.admin();
     let req = Req::read("children");
