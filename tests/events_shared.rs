@@ -3,8 +3,10 @@
 //! through one host reaches the socket subscriptions another host holds,
 //! over the store's `LISTEN`/`NOTIFY`; cutoffs per journal only increase
 //! whichever host committed them; the store restarted is a `gap`, after
-//! which events flow again; a coordination-only host on the store hears
-//! the advances without following any stream.
+//! which events flow again; what a publisher loses (past its outbox bound,
+//! or too long for one notification) is a `gap` on the other hosts; a
+//! coordination-only host on the store hears the advances without
+//! following any stream.
 
 mod support;
 
@@ -380,4 +382,109 @@ fn a_coordination_host_on_the_store_hears_the_journal_without_a_stream() {
     let cutoff = journal.append(&alpha);
     let seen = socket.until(&alpha, cutoff);
     assert!(seen.windows(2).all(|w| w[0] < w[1]), "{seen:?}");
+}
+
+/// Frames until the event of `space` at `cutoff`: whether a gap came on
+/// the way (every other frame must be an event).
+fn gap_before(socket: &mut Socket, space: &Value, cutoff: u64) -> bool {
+    let mut gap = false;
+    loop {
+        let frame = socket.frame();
+        if frame.get("gap").is_some() {
+            gap = true;
+            continue;
+        }
+        let (id, _, got) = event_of(&frame);
+        if id == &space["space_id"] && got == cutoff {
+            return gap;
+        }
+    }
+}
+
+#[test]
+fn an_advance_too_long_for_a_notification_is_a_gap_on_the_other_host() {
+    let store = cluster("events-long");
+    let (a, _coord_a, _b, coord_b) = two_hosts("events-long", &store);
+    let journal_a = Journal::of(a.journal());
+    let mut socket = Socket::open(&coord_b);
+    socket.subscribe(&coord_b.admin(), "projects/alpha");
+    let alpha = journal_a.space("projects/alpha");
+    let barrier = journal_a.append(&alpha);
+    assert!(!gap_before(&mut socket, &alpha, barrier));
+
+    // Keys of 255 bytes, 32 levels down: the deepest paths no longer fit
+    // in one notification (PostgreSQL's payload is under 8,000 bytes).
+    let mut parent = alpha.clone();
+    for level in 0..32 {
+        let key = format!("{level:02}{}", "k".repeat(253));
+        parent = journal_a.create(&parent, &key).0;
+    }
+    journal_a.append(&parent);
+    // The loss is said, and what follows still arrives.
+    let cutoff = journal_a.append(&alpha);
+    assert!(gap_before(&mut socket, &alpha, cutoff));
+}
+
+#[test]
+fn a_publisher_past_its_outbox_bound_is_a_gap_on_the_other_host() {
+    let store = cluster("events-bound");
+    let url = store.url();
+    // The appending host keeps at most one journal unpublished.
+    let shared = [
+        "--store",
+        &url,
+        "--coord-audience",
+        AUDIENCE,
+        "--advance-stream-lines",
+        "1",
+    ];
+    let a = Labd::start("events-bound-a", &shared);
+    let coord_a = Coord {
+        audience: AUDIENCE.into(),
+        ..Coord::new(&a)
+    };
+    let args = sharing(&a, &coord_a, &shared[..4]);
+    let b = Labd::start(
+        "events-bound-b",
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    let coord_b = Coord {
+        client: b.coord(),
+        audience: AUDIENCE.into(),
+        root: coord_a.root.clone(),
+    };
+    coord_a.project("alpha");
+    let journal_a = Journal::of(a.journal());
+    let alpha = journal_a.space("projects/alpha");
+    let spaces: Vec<Value> = (0..8)
+        .map(|i| journal_a.create(&alpha, &format!("w{i}")).0)
+        .collect();
+    let mut socket = Socket::open(&coord_b);
+    socket.subscribe(&coord_b.admin(), "projects/alpha");
+    let barrier = journal_a.append(&alpha);
+    assert!(!gap_before(&mut socket, &alpha, barrier));
+
+    // Eight writers on eight journals: their advances meet in the outbox
+    // while a notification is in flight, and the bound loses some.
+    let mut gap = false;
+    for _round in 0..10 {
+        std::thread::scope(|s| {
+            for space in &spaces {
+                let journal = Journal::of(a.journal());
+                s.spawn(move || {
+                    for _ in 0..20 {
+                        journal.append(space);
+                    }
+                });
+            }
+        });
+        // Let the publisher drain, so that the barrier itself finds room.
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let barrier = journal_a.append(&alpha);
+        if gap_before(&mut socket, &alpha, barrier) {
+            gap = true;
+            break;
+        }
+    }
+    assert!(gap, "no gap although the outbox held one journal");
 }
