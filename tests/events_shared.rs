@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 use std::collections::VecDeque;
 use std::net::TcpStream;
 use support::coord::{labels, nonce, now, Coord, Holder};
-use support::{temp_dir, Client, Labd};
+use support::{refused_start, temp_dir, Client, Labd};
 use tungstenite::{Message, WebSocket};
 
 /// The audience both hosts' coordination services answer to.
@@ -487,4 +487,22 @@ fn a_publisher_past_its_outbox_bound_is_a_gap_on_the_other_host() {
         }
     }
     assert!(gap, "no gap although the outbox held one journal");
+}
+
+#[test]
+fn following_an_advance_stream_on_a_shared_store_is_refused_at_start() {
+    let store = cluster("events-no-stream");
+    let refused = refused_start(
+        "events-no-stream",
+        &[
+            "--store".into(),
+            store.url(),
+            "--services".into(),
+            "coord".into(),
+            "--journal-advances".into(),
+            "http://127.0.0.1:9".into(),
+        ],
+    );
+    assert!(refused.contains("--journal-advances"), "{refused}");
+    assert!(refused.contains("shared PostgreSQL store"), "{refused}");
 }

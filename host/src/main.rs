@@ -394,6 +394,10 @@ fn advance_source(
         (Some(_), true) => anyhow::bail!(
             "--journal-advances: the journal is hosted here; its advances need no stream"
         ),
+        (Some(_), false) if shared_store => anyhow::bail!(
+            "--journal-advances: on a shared PostgreSQL store the advances of every host reach \
+             this one through the store; no stream is followed"
+        ),
         (Some(url), false) => events::Source::Remote(
             events::follow::Follower::parse(url).context("--journal-advances")?,
         ),

@@ -44,7 +44,9 @@
 //!    nothing committed nothing is sent; with no subscription open here,
 //!    a notification costs one atomic load and is not even parsed.
 //! 6. **A lost listening connection is a `gap`.** Advances notified while
-//!    a host did not listen are gone for it. It connects again (waiting
+//!    a host did not listen are gone for it. A connection is lost when the
+//!    server ends it or, silently gone, stops answering TCP keepalives
+//!    ([`KEEPALIVE`], about a minute). The host connects again (waiting
 //!    [`RETRY_FIRST`], doubling to [`RETRY_LONGEST`]), and once `LISTEN`
 //!    took effect gives every subscription it holds a `gap`: a client that
 //!    re-reads its scope after that frame sees every advance it missed,
@@ -71,6 +73,11 @@ pub const RETRY_FIRST: Duration = Duration::from_millis(100);
 pub const RETRY_LONGEST: Duration = Duration::from_secs(5);
 /// Longest wait for a connection, or for `LISTEN`'s answer.
 const CONNECT_WAIT: Duration = Duration::from_secs(5);
+/// TCP keepalive of the listening connection: idle time before the first
+/// probe, time between probes, probes unanswered before it counts as lost.
+/// A server gone without closing the connection is noticed within about
+/// a minute, not the system's two hours.
+const KEEPALIVE: (Duration, Duration, u32) = (Duration::from_secs(30), Duration::from_secs(10), 3);
 
 /// One notification as the channel carries it: advances, or the news that
 /// some were lost, from the host `origin`.
@@ -370,7 +377,13 @@ async fn send(client: &Client, payloads: &[String]) -> Result<(), String> {
 
 /// Listens on [`CHANNEL`] for as long as `hub` lives, announcing what other
 /// hosts publish to it (invariant 6 for a lost connection).
-pub fn listen(config: Config, origin: String, hub: Weak<Hub>) {
+pub fn listen(mut config: Config, origin: String, hub: Weak<Hub>) {
+    let (idle, interval, retries) = KEEPALIVE;
+    config
+        .keepalives(true)
+        .keepalives_idle(idle)
+        .keepalives_interval(interval)
+        .keepalives_retries(retries);
     tokio::spawn(async move {
         let mut wait = RETRY_FIRST;
         loop {
