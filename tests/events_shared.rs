@@ -6,7 +6,8 @@
 //! which events flow again; what a publisher loses (past its outbox bound,
 //! or too long for one notification) is a `gap` on the other hosts; a
 //! coordination-only host on the store hears the advances without
-//! following any stream.
+//! following any stream (`--journal-advances store`), which needs a
+//! PostgreSQL store.
 
 mod support;
 
@@ -365,6 +366,8 @@ fn a_coordination_host_on_the_store_hears_the_journal_without_a_stream() {
         format!("journal=http://{}", journal_host.journal().address),
         "--remote".into(),
         format!("bytes=http://{}", journal_host.bytes().address),
+        "--journal-advances".into(),
+        "store".into(),
     ]);
     let coord_host = Labd::start(
         "events-coord-only-coord",
@@ -490,19 +493,16 @@ fn a_publisher_past_its_outbox_bound_is_a_gap_on_the_other_host() {
 }
 
 #[test]
-fn following_an_advance_stream_on_a_shared_store_is_refused_at_start() {
-    let store = cluster("events-no-stream");
+fn advances_from_the_store_need_a_shared_store() {
     let refused = refused_start(
-        "events-no-stream",
+        "events-store-on-lmdb",
         &[
-            "--store".into(),
-            store.url(),
             "--services".into(),
             "coord".into(),
             "--journal-advances".into(),
-            "http://127.0.0.1:9".into(),
+            "store".into(),
         ],
     );
-    assert!(refused.contains("--journal-advances"), "{refused}");
-    assert!(refused.contains("shared PostgreSQL store"), "{refused}");
+    assert!(refused.contains("--journal-advances store"), "{refused}");
+    assert!(refused.contains("--store is not one"), "{refused}");
 }

@@ -207,12 +207,16 @@ async fn run(settings: Settings) -> Result<()> {
 
     // One hub of subscriptions per process; the journal's announces reach
     // it, and the followers of its advance stream, through the feed.
-    let hub = events::Hub::new(advance_source(&settings, &names, shared_store.is_some())?);
+    let source = advance_source(&settings, &names, shared_store.is_some())?;
     // On a shared store, the journal publishes its advances to the other
-    // hosts and the coordination service hears theirs (`events::shared`).
+    // hosts and the coordination service hears theirs (`events::shared`),
+    // unless it follows a journal's stream instead.
+    let hears_store = matches!(source, events::Source::Local | events::Source::Shared)
+        && names.contains(&"coord");
+    let hub = events::Hub::new(source);
     let publisher = shared_store.as_ref().and_then(|store| {
         let origin = events::shared::origin();
-        if names.contains(&"coord") {
+        if hears_store {
             events::shared::listen(store.config().clone(), origin.clone(), Arc::downgrade(&hub));
         }
         names.contains(&"journal").then(|| {
@@ -390,19 +394,19 @@ fn advance_source(
     shared_store: bool,
 ) -> Result<events::Source> {
     let journal_here = hosted.contains(&"journal");
-    Ok(match (&settings.journal_advances, journal_here) {
+    Ok(match (settings.journal_advances.as_deref(), journal_here) {
         (Some(_), true) => anyhow::bail!(
             "--journal-advances: the journal is hosted here; its advances need no stream"
         ),
-        (Some(_), false) if shared_store => anyhow::bail!(
-            "--journal-advances: on a shared PostgreSQL store the advances of every host reach \
-             this one through the store; no stream is followed"
+        (Some(events::shared::FROM_STORE), false) if shared_store => events::Source::Shared,
+        (Some(events::shared::FROM_STORE), false) => anyhow::bail!(
+            "--journal-advances store: the advances of other hosts come through a shared \
+             PostgreSQL store, and --store is not one"
         ),
         (Some(url), false) => events::Source::Remote(
             events::follow::Follower::parse(url).context("--journal-advances")?,
         ),
         (None, true) => events::Source::Local,
-        (None, false) if shared_store => events::Source::Shared,
         (None, false) => events::Source::Absent(
             "this deployment does not follow the journal's advances (--journal-advances)".into(),
         ),

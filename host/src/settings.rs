@@ -182,10 +182,10 @@ pub struct Settings {
 
     /// With the journal hosted elsewhere: the base URL of its management
     /// listener (`http://10.0.0.2:8093`), whose `GET /advances` stream the
-    /// coordination service follows while subscriptions are open. Without
-    /// it, such a deployment refuses `subscribe` as `unavailable`, unless
-    /// its store is a shared PostgreSQL store, whose channel carries the
-    /// advances of every host.
+    /// coordination service follows while subscriptions are open; or
+    /// `store`, when the journal's labd shares this one's PostgreSQL store,
+    /// whose channel carries the advances of every host. Without it, such
+    /// a deployment refuses `subscribe` as `unavailable`.
     #[arg(long, env = "LAB_JOURNAL_ADVANCES")]
     pub journal_advances: Option<String>,
 

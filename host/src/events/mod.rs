@@ -81,7 +81,7 @@ pub enum Source {
     Remote(follow::Follower),
     /// The journal is hosted by other hosts of a shared PostgreSQL store,
     /// whose advances this host hears on the store's channel
-    /// ([`shared::listen`]).
+    /// ([`shared::listen`], `--journal-advances store`).
     Shared,
     /// Nothing: subscriptions cannot be opened (the message says why).
     Absent(String),

@@ -63,6 +63,9 @@ use tokio::sync::Notify;
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{AsyncMessage, Client, Config, NoTls};
 
+/// The value of `--journal-advances` that says a coordination-only host
+/// hears the journal's advances from the shared store.
+pub const FROM_STORE: &str = "store";
 /// The channel every host of one database publishes and listens on.
 pub const CHANNEL: &str = "lab_advances";
 /// Longest payload PostgreSQL takes (its limit: shorter than 8,000 bytes).
