@@ -8,7 +8,9 @@
 //!   `pg_notify` on a connection of its own.
 //! - [`listen`]: a host hosting the coordination service listens on the
 //!   channel on a dedicated connection and announces what other hosts
-//!   published to its own [`Hub`].
+//!   published to its own [`Hub`] (unless it follows a journal's stream,
+//!   `--journal-advances URL`; a coordination-only host listens when told
+//!   `--journal-advances store`).
 //!
 //! Invariants:
 //! 1. **After the commit, never in the writer's way.** The journal
