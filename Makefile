@@ -8,7 +8,7 @@ COMPONENTS := lab-bytes lab-journal lab-coord lab-coord-auth lab-probe lab-kit l
 # The black-box suites that run on each key-value backend.
 STORE_SUITES := bytes journal coord coord_declare coord_apply coord_authority coord_views coord_subscribe coord_ws coord_tools events reproduce
 # The suites that run on two labd sharing one store (the others keep blobs
-# or subscriptions in one host).
+# in one host).
 PAIR_SUITES := journal
 TOOLS := lab-tool-guest lab-tool-upper lab-tool-hostile lab-tool-effects lab-tool-jsonschema lab-tool-unpack lab-tool-profile
 

@@ -187,7 +187,7 @@ async fn run(settings: Settings) -> Result<()> {
         )),
         None => None,
     };
-    let (kv, namespaces) = open_store(&settings, &names).await?;
+    let (kv, namespaces, shared_store) = open_store(&settings, &names).await?;
     // A replay table is one host's memory: on a store several hosts share,
     // every pair is remembered in the store instead, so that a pair used
     // through one host is refused through every other.
@@ -207,8 +207,31 @@ async fn run(settings: Settings) -> Result<()> {
 
     // One hub of subscriptions per process; the journal's announces reach
     // it, and the followers of its advance stream, through the feed.
-    let hub = events::Hub::new(advance_source(&settings, &names)?);
-    let feed = events::Feed::new(Arc::clone(&hub), settings.advance_stream_lines as usize);
+    let source = advance_source(&settings, &names, shared_store.is_some())?;
+    // On a shared store, the journal publishes its advances to the other
+    // hosts and the coordination service hears theirs (`events::shared`),
+    // unless it follows a journal's stream instead.
+    let hears_store = matches!(source, events::Source::Local | events::Source::Shared)
+        && names.contains(&"coord");
+    let hub = events::Hub::new(source);
+    let publisher = shared_store.as_ref().and_then(|store| {
+        let origin = events::shared::origin();
+        if hears_store {
+            events::shared::listen(store.config().clone(), origin.clone(), Arc::downgrade(&hub));
+        }
+        names.contains(&"journal").then(|| {
+            events::shared::Publisher::start(
+                store.config().clone(),
+                origin,
+                settings.advance_stream_lines as usize,
+            )
+        })
+    });
+    let feed = events::Feed::publishing(
+        Arc::clone(&hub),
+        settings.advance_stream_lines as usize,
+        publisher,
+    );
 
     // The remotes are reachable first, then each hosted service as it
     // starts (see `capabilities::Peers`).
@@ -362,13 +385,23 @@ async fn run(settings: Settings) -> Result<()> {
 }
 
 /// Where this process's hub learns of journal advances: from the journal
-/// hosted here, from a remote journal's stream (`--journal-advances`), or
-/// from nowhere (subscriptions are then `unavailable`).
-fn advance_source(settings: &Settings, hosted: &[&str]) -> Result<events::Source> {
+/// hosted here, from a remote journal's stream (`--journal-advances`),
+/// from the other hosts of a shared store, or from nowhere (subscriptions
+/// are then `unavailable`).
+fn advance_source(
+    settings: &Settings,
+    hosted: &[&str],
+    shared_store: bool,
+) -> Result<events::Source> {
     let journal_here = hosted.contains(&"journal");
-    Ok(match (&settings.journal_advances, journal_here) {
+    Ok(match (settings.journal_advances.as_deref(), journal_here) {
         (Some(_), true) => anyhow::bail!(
             "--journal-advances: the journal is hosted here; its advances need no stream"
+        ),
+        (Some(events::shared::FROM_STORE), false) if shared_store => events::Source::Shared,
+        (Some(events::shared::FROM_STORE), false) => anyhow::bail!(
+            "--journal-advances store: the advances of other hosts come through a shared \
+             PostgreSQL store, and --store is not one"
         ),
         (Some(url), false) => events::Source::Remote(
             events::follow::Follower::parse(url).context("--journal-advances")?,
@@ -436,11 +469,16 @@ fn read_blob(
 }
 
 /// The key-value store `--store` names, with a namespace per service; the
-/// LMDB store is returned too, for its map's gauges and health.
+/// LMDB store is returned too, for its map's gauges and health, and the
+/// PostgreSQL store, for the events' channel between hosts.
 async fn open_store(
     settings: &Settings,
     names: &[&str],
-) -> Result<(Option<Arc<kv::KvStore>>, Vec<kv::Namespace>)> {
+) -> Result<(
+    Option<Arc<kv::KvStore>>,
+    Vec<kv::Namespace>,
+    Option<Arc<kv::postgres::PgStore>>,
+)> {
     let url = settings.store.as_str();
     if url == "lmdb" {
         let map_limits = settings.map_limits().map_err(anyhow::Error::msg)?;
@@ -448,20 +486,20 @@ async fn open_store(
             kv::KvStore::open(&settings.data_dir.join("lmdb"), map_limits, names)
                 .map_err(|e| anyhow::anyhow!("open the key-value store: {e}"))?;
         let namespaces = namespaces.into_iter().map(kv::Namespace::Lmdb).collect();
-        return Ok((Some(store), namespaces));
+        return Ok((Some(store), namespaces, None));
     }
     anyhow::ensure!(
         url.starts_with("postgresql://") || url.starts_with("postgres://"),
         "--store: `lmdb`, or a PostgreSQL database as a `postgresql://` URL"
     );
-    let (_, namespaces) = kv::postgres::PgStore::open(url, settings.store_connections, names)
+    let (store, namespaces) = kv::postgres::PgStore::open(url, settings.store_connections, names)
         .await
         .map_err(|e| anyhow::anyhow!("open the PostgreSQL store: {e}"))?;
     let namespaces = namespaces
         .into_iter()
         .map(kv::Namespace::Postgres)
         .collect();
-    Ok((None, namespaces))
+    Ok((None, namespaces, Some(store)))
 }
 
 /// Locks `<data-dir>/lock` for as long as the returned file is open: two

@@ -182,14 +182,19 @@ pub struct Settings {
 
     /// With the journal hosted elsewhere: the base URL of its management
     /// listener (`http://10.0.0.2:8093`), whose `GET /advances` stream the
-    /// coordination service follows while subscriptions are open. Without
-    /// it, such a deployment refuses `subscribe` as `unavailable`.
+    /// coordination service follows while subscriptions are open; or
+    /// `store`, when the journal's labd shares this one's PostgreSQL store,
+    /// whose channel carries the advances of every host. Without it, such
+    /// a deployment refuses `subscribe` as `unavailable`.
     #[arg(long, env = "LAB_JOURNAL_ADVANCES")]
     pub journal_advances: Option<String>,
 
     /// Advances one follower of the journal's `GET /advances` stream may
     /// have unsent; past it the stream drops them and says so (a line
     /// `{"lost": true}`), and the follower's subscriptions get a `gap`.
+    /// On a shared PostgreSQL store, also the journals whose advances the
+    /// host may hold unpublished to the other hosts; past it they are lost
+    /// and the other hosts' subscriptions get a `gap`.
     #[arg(long, env = "LAB_ADVANCE_STREAM_LINES", default_value_t = 4096,
           value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
     pub advance_stream_lines: u64,

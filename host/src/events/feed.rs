@@ -6,7 +6,10 @@
 //! queue is bounded: past `lines` unsent advances, further ones are dropped
 //! and the stream writes one line `{"lost": true}` after what it kept, so a
 //! slow follower costs the journal nothing but memory up to that bound.
+//! On a shared PostgreSQL store, announces also go to the other hosts
+//! through a [`Publisher`] (see [`super::shared`]).
 
+use super::shared::Publisher;
 use super::{Advance, Hub};
 use crate::parts::{self, Streamed};
 use bytes::Bytes;
@@ -27,6 +30,8 @@ pub struct Feed {
     /// Unsent advances one stream may hold.
     lines: usize,
     closed: AtomicBool,
+    /// The other hosts of a shared store, when there are any.
+    publisher: Option<Arc<Publisher>>,
 }
 
 /// One follower's stream.
@@ -94,8 +99,15 @@ impl Outlet {
 }
 
 impl Feed {
+    #[cfg(test)]
     pub fn new(hub: Arc<Hub>, lines: usize) -> Arc<Feed> {
+        Feed::publishing(hub, lines, None)
+    }
+
+    /// A feed whose announces also go to `publisher`, when given.
+    pub fn publishing(hub: Arc<Hub>, lines: usize, publisher: Option<Arc<Publisher>>) -> Arc<Feed> {
         Arc::new(Feed {
+            publisher,
             hub,
             outlets: Mutex::new(Vec::new()),
             streaming: AtomicUsize::new(0),
@@ -110,15 +122,22 @@ impl Feed {
         self.streaming.load(Ordering::Relaxed)
     }
 
-    /// Whether anything listens (two atomic loads).
+    /// Whether anything listens (two atomic loads). With a publisher, the
+    /// other hosts always may: whether they hold subscriptions is not
+    /// known here.
     pub fn listening(&self) -> bool {
-        self.hub.listening() || self.streaming.load(Ordering::Relaxed) > 0
+        self.publisher.is_some()
+            || self.hub.listening()
+            || self.streaming.load(Ordering::Relaxed) > 0
     }
 
     /// Hands durable advances to the hub and to every stream. Never waits
     /// on a reader.
     pub fn announce(&self, advances: &[Advance]) {
         self.hub.announce(advances);
+        if let Some(publisher) = &self.publisher {
+            publisher.publish(advances);
+        }
         if self.streaming.load(Ordering::Relaxed) == 0 {
             return;
         }

@@ -10,6 +10,8 @@
 //!   hub, the followers of its management `GET /advances`).
 //! - [`follow`]: the coordination side of a split deployment: following a
 //!   remote journal's advance stream while subscriptions are open.
+//! - [`shared`]: hosts sharing a PostgreSQL store: advances published to
+//!   and heard from the other hosts over `LISTEN`/`NOTIFY`.
 //!
 //! The hub never waits on a client: `announce` only updates bounded
 //! pending tables under one short lock and wakes the connections' writers.
@@ -22,6 +24,7 @@ mod follow_tests;
 mod journal_tests;
 #[cfg(test)]
 mod measure;
+pub mod shared;
 pub mod subscription;
 #[cfg(test)]
 mod tests;
@@ -76,6 +79,10 @@ pub enum Source {
     Local,
     /// The journal is hosted elsewhere and streams its advances.
     Remote(follow::Follower),
+    /// The journal is hosted by other hosts of a shared PostgreSQL store,
+    /// whose advances this host hears on the store's channel
+    /// ([`shared::listen`], `--journal-advances store`).
+    Shared,
     /// Nothing: subscriptions cannot be opened (the message says why).
     Absent(String),
 }
@@ -256,7 +263,7 @@ impl Hub {
         let scope = self.intern(scope);
         let subscription = Subscription::new(id, scope, expires_at, grants);
         match &self.source {
-            Source::Local => self.insert(connection, subscription, None),
+            Source::Local | Source::Shared => self.insert(connection, subscription, None),
             Source::Absent(why) => Err(OpenError::Unavailable(why.clone())),
             Source::Remote(follower) => follower.open(self, connection, subscription).await,
         }

@@ -296,6 +296,12 @@ impl PgStore {
         }
     }
 
+    /// How to open a connection of one's own to the database (the
+    /// events' channel, `events::shared`), as the pool opens its own.
+    pub fn config(&self) -> &Config {
+        &self.pool.config
+    }
+
     /// Commit counts so far.
     pub fn stats(&self) -> &Stats {
         &self.stats
