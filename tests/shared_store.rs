@@ -321,7 +321,9 @@ fn a_store_restarted_under_load_loses_nothing_acknowledged() {
     });
     let before = acknowledged();
     store.resume().unwrap();
-    support::eventually("appends after the restart", || acknowledged() >= before + 20);
+    support::eventually("appends after the restart", || {
+        acknowledged() >= before + 20
+    });
     stop.store(true, Ordering::Relaxed);
     for appender in appenders {
         appender.join().unwrap();

@@ -57,6 +57,7 @@
 
 use super::subscription::Journal;
 use super::{Advance, Hub};
+use crate::kv::postgres::describe;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -213,19 +214,6 @@ fn hear(hub: &Hub, origin: &str, payload: &str) {
             );
         }
     }
-}
-
-/// `e` and its sources, one after another (a server's refusal says what
-/// it refused only in its source).
-fn describe(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 /// A random name for this process's notifications.

@@ -72,6 +72,19 @@ const PUT_ALL: &str = "INSERT INTO lab_kv (namespace, key, value) \
      ON CONFLICT (namespace, key) DO UPDATE SET value = EXCLUDED.value";
 const DELETE: &str = "DELETE FROM lab_kv WHERE namespace = $1 AND key = $2 RETURNING 1";
 
+/// `e` and its sources, one after another (a server's refusal says what
+/// it refused only in its source).
+pub(crate) fn describe(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
 /// `e` as the store's error: the server, or the way to it, out of service
 /// now (as against a statement it refused) is unavailable. The server's
 /// own text goes to the log, never to a caller.
@@ -88,7 +101,7 @@ fn failure(e: tokio_postgres::Error) -> KvError {
         ]
         .contains(code),
     };
-    tracing::warn!(error = %e, "the PostgreSQL store failed");
+    tracing::warn!(error = describe(&e), "the PostgreSQL store failed");
     if transient || e.is_closed() {
         KvError::Unavailable(
             "the PostgreSQL store cannot be reached now; nothing uncommitted was written; retry later"
