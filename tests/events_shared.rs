@@ -11,25 +11,14 @@
 
 mod support;
 
-use lab_coord_auth::{
-    canonical_json, sign_request_facts, BodyDigest, Carriage, Params, Principal, RequestFacts,
-};
 use lab_pgcluster::Cluster;
 use serde_json::{json, Value};
-use std::collections::VecDeque;
-use std::net::TcpStream;
-use support::coord::{labels, nonce, now, Coord, Holder};
-use support::{refused_start, temp_dir, Client, Labd};
-use tungstenite::{Message, WebSocket};
+use support::coord::{nonce, second_host, Coord};
+use support::subscriptions::{event_of, Journal, Socket};
+use support::{pg_cluster, refused_start, Labd};
 
 /// The audience both hosts' coordination services answer to.
 const AUDIENCE: &str = "http://lab.test";
-
-fn cluster(name: &str) -> Cluster {
-    Cluster::start(&temp_dir(name).join("postgres"))
-        .expect("start PostgreSQL")
-        .expect("these tests need PostgreSQL installed (Debian: postgresql)")
-}
 
 /// Two hosts serving every service from `store`, one world behind one
 /// audience (the second is given the first one's root key), with the
@@ -42,201 +31,30 @@ fn two_hosts(name: &str, store: &Cluster) -> (Labd, Coord, Labd, Coord) {
         audience: AUDIENCE.into(),
         ..Coord::new(&a)
     };
-    let args = sharing(&a, &coord_a, &shared);
-    let b = Labd::start(
-        &format!("{name}-b"),
-        &args.iter().map(String::as_str).collect::<Vec<_>>(),
-    );
-    let coord_b = Coord {
-        client: b.coord(),
-        audience: AUDIENCE.into(),
-        root: coord_a.root.clone(),
-    };
+    let (b, coord_b) = second_host(&format!("{name}-b"), &a, AUDIENCE, &shared);
     coord_a.project("alpha");
     coord_a.project("beta");
     (a, coord_a, b, coord_b)
 }
 
-/// `args` with the root key of `a`'s coordination service.
-fn sharing(a: &Labd, coord_a: &Coord, args: &[&str]) -> Vec<String> {
-    let principal = Principal::of(&coord_a.root).to_string();
-    let key_file = a.data_dir.join("state/coord/root.key");
-    let mut args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-    args.extend(["--coord-root-key".into(), principal]);
-    args.extend([
-        "--coord-issuer-key-file".into(),
-        key_file.to_str().unwrap().into(),
-    ]);
-    args
-}
-
-/// One socket connection; subscription frames met while a reply is
-/// awaited are kept, in order.
-struct Socket {
-    ws: WebSocket<TcpStream>,
-    frames: VecDeque<Value>,
-    next_id: u64,
-}
-
-impl Socket {
-    fn open(coord: &Coord) -> Socket {
-        Socket {
-            ws: support::ws::connect(coord.client.address, Some("coord")).socket,
-            frames: VecDeque::new(),
-            next_id: 0,
-        }
-    }
-
-    fn read(&mut self) -> Value {
-        loop {
-            match self.ws.read().expect("a frame in time") {
-                Message::Text(text) => return serde_json::from_str(text.as_str()).unwrap(),
-                Message::Close(frame) => panic!("the socket closed: {frame:?}"),
-                _ => continue,
-            }
-        }
-    }
-
-    /// `subscribe` to `path` as `who`: the subscription's ID.
-    fn subscribe(&mut self, who: &Holder, path: &str) -> String {
-        let body = json!({ "path": labels(path) });
-        let params = Params::new();
-        let facts = RequestFacts {
-            op: "subscribe",
-            params: &params,
-            body_digest: BodyDigest::of(&canonical_json(&body)),
-        };
-        let proof = sign_request_facts(&who.key, &facts, &nonce(), now(), AUDIENCE).unwrap();
-        self.next_id += 1;
-        let id = format!("c{}", self.next_id);
-        let carriage = Carriage::new(proof, who.grants.clone());
-        let envelope =
-            lab_coord_client::envelope(&id, "subscribe", &params, Some(body), &carriage).unwrap();
-        self.ws
-            .send(Message::Text(envelope.to_string().into()))
-            .unwrap();
-        loop {
-            let message = self.read();
-            if message["id"] == id.as_str() {
-                assert_eq!(message["status"], "ok", "{message}");
-                return message["result"]["subscription"]
-                    .as_str()
-                    .unwrap()
-                    .to_string();
-            }
-            self.frames.push_back(message);
-        }
-    }
-
-    fn frame(&mut self) -> Value {
-        let frame = match self.frames.pop_front() {
-            Some(frame) => frame,
-            None => self.read(),
-        };
-        assert!(frame.get("subscription").is_some(), "{frame}");
-        frame
-    }
-
-    /// Events until one names `space` at `cutoff`: the cutoffs seen for
-    /// `space` on the way (every other frame must be an event elsewhere).
-    fn until(&mut self, space: &Value, cutoff: u64) -> Vec<u64> {
-        let mut seen = Vec::new();
-        while seen.last() != Some(&cutoff) {
-            let frame = self.frame();
-            let event = &frame["event"];
-            assert!(event.is_object(), "not an event: {frame}");
-            if event["space"]["space_id"] == space["space_id"] {
-                seen.push(event["cutoff"].as_u64().unwrap());
-            }
-        }
-        seen
-    }
-}
-
-/// A journal's operations listener.
-struct Journal {
-    client: Client,
-    root_id: String,
-}
-
-impl Journal {
-    fn of(client: Client) -> Journal {
-        let identity = client.get("/healthz").json()["identity"].clone();
-        Journal {
-            client,
-            root_id: identity["root_id"].as_str().unwrap().to_string(),
-        }
-    }
-
-    /// The space at `path` below the world `lab`.
-    fn space(&self, path: &str) -> Value {
-        let mut full = labels("worlds/lab");
-        full.extend(labels(path));
-        let body = json!({ "root_id": self.root_id, "path": full });
-        let answer = self
-            .client
-            .post_json("/v1/resolve", &body.to_string())
-            .json();
-        assert!(answer["space"].is_object(), "{path}: {answer}");
-        json!({ "root_id": answer["space"]["root_id"], "space_id": answer["space"]["space_id"] })
-    }
-
-    fn post(&self, route: &str, body: &Value) -> Value {
-        let response = self.client.post_json(route, &body.to_string());
-        assert_eq!(
-            response.status,
-            201,
-            "{route}: {}",
-            String::from_utf8_lossy(&response.body)
-        );
-        response.json()
-    }
-
-    /// Appends one fact to `space`: the new cutoff.
-    fn append(&self, space: &Value) -> u64 {
-        let body = json!({ "space": space, "facts": ["gmFwAQ=="], "operation_id": nonce() });
-        self.post("/v1/append", &body)["cutoff"].as_u64().unwrap()
-    }
-
-    /// Creates `key` under `parent`: the child and the parent's new cutoff.
-    fn create(&self, parent: &Value, key: &str) -> (Value, u64) {
-        let body = json!({ "parent": parent, "key": key, "operation_id": nonce() });
-        let created = self.post("/v1/create", &body);
-        (
-            json!({ "root_id": self.root_id, "space_id": created["child"]["space_id"] }),
-            created["parent_cutoff"].as_u64().unwrap(),
-        )
-    }
-}
-
-fn event_of(frame: &Value) -> (&Value, &Value, u64) {
-    let event = &frame["event"];
-    assert!(event.is_object(), "not an event: {frame}");
-    (
-        &event["space"]["space_id"],
-        &event["space"]["path"],
-        event["cutoff"].as_u64().unwrap(),
-    )
-}
-
 #[test]
 fn an_append_through_one_host_is_an_event_on_another() {
-    let store = cluster("events-across");
+    let store = pg_cluster("events-across");
     let (a, _coord_a, _b, coord_b) = two_hosts("events-across", &store);
     let journal_a = Journal::of(a.journal());
     let admin = coord_b.admin();
     let mut socket = Socket::open(&coord_b);
-    let id = socket.subscribe(&admin, "projects/alpha");
+    let id = socket.subscribed(&admin, "projects/alpha", None);
 
     let alpha = journal_a.space("projects/alpha");
     let beta = journal_a.space("projects/beta");
     // The projects' own advances may still be on their way: once this
     // one arrived, every earlier one has.
-    let barrier = journal_a.append(&alpha);
+    let barrier = journal_a.append_one(&alpha);
     socket.until(&alpha, barrier);
     // Outside the scope: no event.
-    journal_a.append(&beta);
-    let cutoff = journal_a.append(&alpha);
+    journal_a.append_one(&beta);
+    let cutoff = journal_a.append_one(&alpha);
     let frame = socket.frame();
     assert_eq!(frame["subscription"], id.as_str());
     assert_eq!(
@@ -259,17 +77,17 @@ fn an_append_through_one_host_is_an_event_on_another() {
     assert_eq!(
         event_of(&frame),
         (
-            &alpha["space_id"],
+            alpha["space_id"].as_str().unwrap(),
             &json!(["projects", "alpha"]),
             parent_cutoff
         )
     );
-    let cutoff = journal_a.append(&child);
+    let cutoff = journal_a.append_one(&child);
     let frame = socket.frame();
     assert_eq!(
         event_of(&frame),
         (
-            &child["space_id"],
+            child["space_id"].as_str().unwrap(),
             &json!(["projects", "alpha", "fresh"]),
             cutoff
         )
@@ -278,18 +96,18 @@ fn an_append_through_one_host_is_an_event_on_another() {
 
 #[test]
 fn appends_through_both_hosts_coalesce_to_the_head_on_each() {
-    let store = cluster("events-coalesce");
+    let store = pg_cluster("events-coalesce");
     let (a, coord_a, b, coord_b) = two_hosts("events-coalesce", &store);
     let journals = [Journal::of(a.journal()), Journal::of(b.journal())];
     let mut sockets = [Socket::open(&coord_a), Socket::open(&coord_b)];
-    sockets[0].subscribe(&coord_a.admin(), "projects/alpha");
-    sockets[1].subscribe(&coord_b.admin(), "projects/alpha");
+    sockets[0].subscribed(&coord_a.admin(), "projects/alpha", None);
+    sockets[1].subscribed(&coord_b.admin(), "projects/alpha", None);
     let alpha = journals[0].space("projects/alpha");
     // Each host hears its own commits directly and the other's through
     // the store: the two orders interleave, and neither goes back.
     let mut head = 0;
     for n in 0..60 {
-        head = journals[n % 2].append(&alpha);
+        head = journals[n % 2].append_one(&alpha);
     }
     for socket in &mut sockets {
         let seen = socket.until(&alpha, head);
@@ -300,13 +118,13 @@ fn appends_through_both_hosts_coalesce_to_the_head_on_each() {
 
 #[test]
 fn the_store_restarted_is_a_gap_then_events_flow_again() {
-    let mut store = cluster("events-restart");
+    let mut store = pg_cluster("events-restart");
     let (a, _coord_a, _b, coord_b) = two_hosts("events-restart", &store);
     let journal_a = Journal::of(a.journal());
     let mut socket = Socket::open(&coord_b);
-    let id = socket.subscribe(&coord_b.admin(), "projects/alpha");
+    let id = socket.subscribed(&coord_b.admin(), "projects/alpha", None);
     let alpha = journal_a.space("projects/alpha");
-    let cutoff = journal_a.append(&alpha);
+    let cutoff = journal_a.append_one(&alpha);
     socket.until(&alpha, cutoff);
 
     store.stop();
@@ -341,7 +159,7 @@ fn the_store_restarted_is_a_gap_then_events_flow_again() {
             continue;
         }
         let (space, _, got) = event_of(&frame);
-        assert_eq!(space, &alpha["space_id"]);
+        assert_eq!(space, alpha["space_id"]);
         if got == cutoff {
             break;
         }
@@ -351,7 +169,7 @@ fn the_store_restarted_is_a_gap_then_events_flow_again() {
 
 #[test]
 fn a_coordination_host_on_the_store_hears_the_journal_without_a_stream() {
-    let store = cluster("events-coord-only");
+    let store = pg_cluster("events-coord-only");
     let url = store.url();
     let shared = ["--store", &url, "--coord-audience", AUDIENCE];
     let journal_host = Labd::start(
@@ -380,9 +198,9 @@ fn a_coordination_host_on_the_store_hears_the_journal_without_a_stream() {
     coord.project("alpha");
     let journal = Journal::of(journal_host.journal());
     let mut socket = Socket::open(&coord);
-    socket.subscribe(&coord.admin(), "projects/alpha");
+    socket.subscribed(&coord.admin(), "projects/alpha", None);
     let alpha = journal.space("projects/alpha");
-    let cutoff = journal.append(&alpha);
+    let cutoff = journal.append_one(&alpha);
     let seen = socket.until(&alpha, cutoff);
     assert!(seen.windows(2).all(|w| w[0] < w[1]), "{seen:?}");
 }
@@ -398,7 +216,7 @@ fn gap_before(socket: &mut Socket, space: &Value, cutoff: u64) -> bool {
             continue;
         }
         let (id, _, got) = event_of(&frame);
-        if id == &space["space_id"] && got == cutoff {
+        if id == space["space_id"] && got == cutoff {
             return gap;
         }
     }
@@ -406,13 +224,13 @@ fn gap_before(socket: &mut Socket, space: &Value, cutoff: u64) -> bool {
 
 #[test]
 fn an_advance_too_long_for_a_notification_is_a_gap_on_the_other_host() {
-    let store = cluster("events-long");
+    let store = pg_cluster("events-long");
     let (a, _coord_a, _b, coord_b) = two_hosts("events-long", &store);
     let journal_a = Journal::of(a.journal());
     let mut socket = Socket::open(&coord_b);
-    socket.subscribe(&coord_b.admin(), "projects/alpha");
+    socket.subscribed(&coord_b.admin(), "projects/alpha", None);
     let alpha = journal_a.space("projects/alpha");
-    let barrier = journal_a.append(&alpha);
+    let barrier = journal_a.append_one(&alpha);
     assert!(!gap_before(&mut socket, &alpha, barrier));
 
     // Keys of 255 bytes, 32 levels down: the deepest paths no longer fit
@@ -422,15 +240,15 @@ fn an_advance_too_long_for_a_notification_is_a_gap_on_the_other_host() {
         let key = format!("{level:02}{}", "k".repeat(253));
         parent = journal_a.create(&parent, &key).0;
     }
-    journal_a.append(&parent);
+    journal_a.append_one(&parent);
     // The loss is said, and what follows still arrives.
-    let cutoff = journal_a.append(&alpha);
+    let cutoff = journal_a.append_one(&alpha);
     assert!(gap_before(&mut socket, &alpha, cutoff));
 }
 
 #[test]
 fn a_publisher_past_its_outbox_bound_is_a_gap_on_the_other_host() {
-    let store = cluster("events-bound");
+    let store = pg_cluster("events-bound");
     let url = store.url();
     // The appending host keeps at most one journal unpublished.
     let shared = [
@@ -446,16 +264,7 @@ fn a_publisher_past_its_outbox_bound_is_a_gap_on_the_other_host() {
         audience: AUDIENCE.into(),
         ..Coord::new(&a)
     };
-    let args = sharing(&a, &coord_a, &shared[..4]);
-    let b = Labd::start(
-        "events-bound-b",
-        &args.iter().map(String::as_str).collect::<Vec<_>>(),
-    );
-    let coord_b = Coord {
-        client: b.coord(),
-        audience: AUDIENCE.into(),
-        root: coord_a.root.clone(),
-    };
+    let (_b, coord_b) = second_host("events-bound-b", &a, AUDIENCE, &shared[..4]);
     coord_a.project("alpha");
     let journal_a = Journal::of(a.journal());
     let alpha = journal_a.space("projects/alpha");
@@ -463,8 +272,8 @@ fn a_publisher_past_its_outbox_bound_is_a_gap_on_the_other_host() {
         .map(|i| journal_a.create(&alpha, &format!("w{i}")).0)
         .collect();
     let mut socket = Socket::open(&coord_b);
-    socket.subscribe(&coord_b.admin(), "projects/alpha");
-    let barrier = journal_a.append(&alpha);
+    socket.subscribed(&coord_b.admin(), "projects/alpha", None);
+    let barrier = journal_a.append_one(&alpha);
     assert!(!gap_before(&mut socket, &alpha, barrier));
 
     // Eight writers on eight journals: their advances meet in the outbox
@@ -476,14 +285,14 @@ fn a_publisher_past_its_outbox_bound_is_a_gap_on_the_other_host() {
                 let journal = Journal::of(a.journal());
                 s.spawn(move || {
                     for _ in 0..20 {
-                        journal.append(space);
+                        journal.append_one(space);
                     }
                 });
             }
         });
         // Let the publisher drain, so that the barrier itself finds room.
         std::thread::sleep(std::time::Duration::from_millis(500));
-        let barrier = journal_a.append(&alpha);
+        let barrier = journal_a.append_one(&alpha);
         if gap_before(&mut socket, &alpha, barrier) {
             gap = true;
             break;

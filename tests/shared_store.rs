@@ -13,21 +13,14 @@
 mod support;
 
 use base64::Engine;
-use lab_coord_auth::{GrantKind, Principal};
+use lab_coord_auth::GrantKind;
 use lab_pgcluster::Cluster;
 use serde_json::{json, Value};
 use std::io::{BufRead, Write};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use support::coord::{nonce, now, Coord, Req};
-use support::{refused_start, temp_dir, Client, Labd, Response};
-
-/// A cluster of the system's PostgreSQL in a fresh directory.
-fn cluster(name: &str) -> Cluster {
-    Cluster::start(&temp_dir(name).join("postgres"))
-        .expect("start PostgreSQL")
-        .expect("these tests need PostgreSQL installed (Debian: postgresql)")
-}
+use support::coord::{nonce, now, second_host, Coord, Req};
+use support::{pg_cluster, refused_start, temp_dir, Client, Labd, Response};
 
 /// A `labd` serving the journal alone from `store`.
 fn host(name: &str, store: &Cluster) -> Labd {
@@ -111,7 +104,7 @@ fn head(client: &Client, space: &Value) -> u64 {
 
 #[test]
 fn two_hosts_serve_one_store() {
-    let store = cluster("two-hosts-pg");
+    let store = pg_cluster("two-hosts-pg");
     let a = host("two-hosts-a", &store);
     let b = host("two-hosts-b", &store);
     let (ja, jb) = (a.journal(), b.journal());
@@ -141,7 +134,7 @@ fn two_hosts_serve_one_store() {
 
 #[test]
 fn one_operation_raced_through_two_hosts_has_one_result() {
-    let store = cluster("race-pg");
+    let store = pg_cluster("race-pg");
     let hosts = [host("race-a", &store), host("race-b", &store)];
     let space = create(&hosts[0].journal(), "raced");
     for round in 0..10u16 {
@@ -184,7 +177,7 @@ fn one_operation_raced_through_two_hosts_has_one_result() {
 
 #[test]
 fn a_host_killed_mid_append_loses_nothing_acknowledged() {
-    let store = cluster("kill-pg");
+    let store = pg_cluster("kill-pg");
     let doomed = host("kill-a", &store);
     let survivor = host("kill-b", &store);
     let space = create(&survivor.journal(), "appended");
@@ -235,7 +228,7 @@ fn a_host_killed_mid_append_loses_nothing_acknowledged() {
 
 #[test]
 fn the_store_going_away_is_unavailable_and_service_resumes() {
-    let mut store = cluster("outage-pg");
+    let mut store = pg_cluster("outage-pg");
     let labd = host("outage", &store);
     let client = labd.journal();
     let space = create(&client, "through-an-outage");
@@ -275,7 +268,7 @@ fn the_store_going_away_is_unavailable_and_service_resumes() {
 
 #[test]
 fn a_store_restarted_under_load_loses_nothing_acknowledged() {
-    let mut store = cluster("restart-pg");
+    let mut store = pg_cluster("restart-pg");
     let labd = host("restart", &store);
     let space = create(&labd.journal(), "under-load");
     #[derive(Default)]
@@ -338,7 +331,7 @@ fn a_store_restarted_under_load_loses_nothing_acknowledged() {
 
 #[test]
 fn a_nonce_used_through_one_host_is_refused_through_another() {
-    let store = cluster("nonce-pg");
+    let store = pg_cluster("nonce-pg");
     let url = store.url();
     // One world behind one audience: the second host is given the first
     // one's root key.
@@ -349,18 +342,7 @@ fn a_nonce_used_through_one_host_is_refused_through_another() {
         audience: audience.into(),
         ..Coord::new(&a)
     };
-    let principal = Principal::of(&coord_a.root).to_string();
-    let key_file = a.data_dir.join("state/coord/root.key");
-    let key_file = key_file.to_str().unwrap();
-    let mut args = shared.to_vec();
-    args.extend(["--coord-root-key", &principal]);
-    args.extend(["--coord-issuer-key-file", key_file]);
-    let b = Labd::start("nonce-b", &args);
-    let coord_b = Coord {
-        client: b.coord(),
-        audience: audience.into(),
-        root: coord_a.root.clone(),
-    };
+    let (_b, coord_b) = second_host("nonce-b", &a, audience, &shared);
 
     let reader = coord_a.holder(7, &[GrantKind::Read], "");
     let req = Req::read("children");
@@ -383,7 +365,7 @@ fn a_nonce_used_through_one_host_is_refused_through_another() {
 
 #[test]
 fn requests_past_the_connection_bound_are_refused_with_503() {
-    let store = cluster("connections-pg");
+    let store = pg_cluster("connections-pg");
     let url = store.url();
     let labd = Labd::start(
         "connections",

@@ -270,6 +270,33 @@ impl Coord {
     }
 }
 
+/// The settings that give another host `labd`'s world: its development
+/// root key, as the root and as the issuer.
+pub fn same_world(labd: &Labd) -> Vec<String> {
+    let root = Coord::new(labd).root;
+    let key_file = labd.data_dir.join("state/coord/root.key");
+    vec![
+        "--coord-root-key".into(),
+        Principal::of(&root).to_string(),
+        "--coord-issuer-key-file".into(),
+        key_file.display().to_string(),
+    ]
+}
+
+/// A second `labd` with `args`, in `first`'s world, and its coordination
+/// service answering to `audience` (which `first` must answer to as well).
+pub fn second_host(name: &str, first: &Labd, audience: &str, args: &[&str]) -> (Labd, Coord) {
+    let mut args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    args.extend(same_world(first));
+    let labd = Labd::start(name, &args.iter().map(String::as_str).collect::<Vec<_>>());
+    let coord = Coord {
+        client: labd.coord(),
+        audience: audience.into(),
+        root: Coord::new(first).root,
+    };
+    (labd, coord)
+}
+
 /// A `labd` and its coordination service.
 pub fn start(name: &str) -> (Labd, Coord) {
     let labd = Labd::start(name, &[]);

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod coord;
+pub mod subscriptions;
 pub mod ws;
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -90,6 +91,14 @@ pub fn temp_dir(name: &str) -> PathBuf {
 static TEST_STORES: std::sync::Mutex<
     Option<std::collections::HashMap<PathBuf, lab_pgcluster::Cluster>>,
 > = std::sync::Mutex::new(None);
+
+/// A PostgreSQL cluster of the system's binaries in a fresh directory, for
+/// a test that runs hosts on a store of its own.
+pub fn pg_cluster(name: &str) -> lab_pgcluster::Cluster {
+    lab_pgcluster::Cluster::start(&temp_dir(name).join("postgres"))
+        .expect("start PostgreSQL")
+        .expect("these tests need PostgreSQL installed (Debian: postgresql)")
+}
 
 /// The store every `labd` of a test run keeps its key-value state in:
 /// `LAB_TEST_STORE=postgres` gives each data directory a PostgreSQL cluster
@@ -268,29 +277,13 @@ impl Labd {
     /// same world: this one's root key and audience.
     fn start_peer(&self) -> Peer {
         let mut args = self.args.clone();
-        let Some(coord) = self.coord else {
-            let (child, addresses) = spawn_ready(&self.data_dir, "peer", &args);
-            return Peer::of(child, &addresses);
-        };
-        if !args.iter().any(|a| a == "--coord-root-key") {
-            let key_file = self.data_dir.join("state/coord/root.key");
-            let text = std::fs::read_to_string(&key_file).unwrap();
-            let hex = text.trim().strip_prefix("ed25519-secret:").unwrap();
-            let seed: [u8; 32] = (0..32)
-                .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap())
-                .collect::<Vec<_>>()
-                .try_into()
-                .unwrap();
-            let principal =
-                lab_coord_auth::Principal::of(&lab_coord_auth::SigningKey::from_bytes(&seed));
-            args.extend(["--coord-root-key".into(), principal.to_string()]);
-            args.extend([
-                "--coord-issuer-key-file".into(),
-                key_file.display().to_string(),
-            ]);
-        }
-        if !args.iter().any(|a| a == "--coord-audience") {
-            args.extend(["--coord-audience".into(), format!("http://{coord}")]);
+        if let Some(coord) = self.coord {
+            if !args.iter().any(|a| a == "--coord-root-key") {
+                args.extend(coord::same_world(self));
+            }
+            if !args.iter().any(|a| a == "--coord-audience") {
+                args.extend(["--coord-audience".into(), format!("http://{coord}")]);
+            }
         }
         let (child, addresses) = spawn_ready(&self.data_dir, "peer", &args);
         Peer::of(child, &addresses)
