@@ -331,7 +331,7 @@ fn a_store_restarted_under_load_loses_nothing_acknowledged() {
 
 #[test]
 fn a_nonce_used_through_one_host_is_refused_through_another() {
-    let store = pg_cluster("nonce-pg");
+    let mut store = pg_cluster("nonce-pg");
     let url = store.url();
     // One world behind one audience: the second host is given the first
     // one's root key.
@@ -361,6 +361,10 @@ fn a_nonce_used_through_one_host_is_refused_through_another() {
             .send_with_header(&req, Some(&header))
             .assert_error(401, "unverified");
     }
+    // The pairs are the store's: without it, a signed request is neither
+    // accepted nor refused as a replay, but unavailable.
+    store.stop();
+    coord_b.send(&reader, &req).assert_error(503, "unavailable");
 }
 
 #[test]

@@ -188,13 +188,6 @@ async fn run(settings: Settings) -> Result<()> {
         None => None,
     };
     let (kv, namespaces, shared_store) = open_store(&settings, &names).await?;
-    // A replay table is one host's memory: on a store several hosts share,
-    // every pair is remembered in the store instead, so that a pair used
-    // through one host is refused through every other.
-    let replay_table_pairs = match kv {
-        Some(_) => settings.replay_table_pairs,
-        None => 0,
-    };
     let storage = Arc::new(storage::Storage::new(
         kv,
         Arc::clone(&blobs),
@@ -277,7 +270,17 @@ async fn run(settings: Settings) -> Result<()> {
             blobs: Arc::clone(&blobs),
             blob_cap: settings.blob_cap,
             kv: namespace,
-            replay: Arc::new(replay::ReplayTable::new(replay_table_pairs)),
+            // One host's memory cannot refuse a pair used through another:
+            // on a shared store the pairs are kept in the store.
+            replay: Arc::new(match &shared_store {
+                Some(store) => replay::Replay::Store {
+                    store: Arc::clone(store),
+                    service: plan.name,
+                },
+                None => {
+                    replay::Replay::Memory(replay::ReplayTable::new(settings.replay_table_pairs))
+                }
+            }),
             storage: Arc::clone(&storage),
             peers: Arc::clone(&peers),
             config: Arc::new(config),

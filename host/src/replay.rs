@@ -1,6 +1,9 @@
-//! The replay table: pairs a service must not accept twice, kept in memory
-//! for the life of the process (`lab:platform/replay`).
+//! The replay table: pairs a service must not accept twice
+//! (`lab:platform/replay`), kept in this process's memory for its life
+//! ([`ReplayTable`]), or, on a store several hosts share, in the store
+//! ([`Replay::Store`], `kv::postgres`), where every host finds them.
 //!
+//! Invariants of the table in memory:
 //! Invariants:
 //! 1. Check and insert are one step under one lock: of two requests
 //!    inserting the same pair, exactly one hears `Inserted`.
@@ -12,6 +15,7 @@
 //! 4. The table belongs to the service, not to a loaded component: a
 //!    reload keeps it; a restart starts it empty.
 
+use crate::kv::postgres::PgStore;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -22,6 +26,67 @@ pub enum Insert {
     Inserted,
     Present,
     Full,
+}
+
+/// The host's clock in Unix seconds: the clock the services' proofs are
+/// judged by (`clock.now`).
+pub fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs()
+}
+
+/// Where one service's pairs are kept.
+pub enum Replay {
+    /// In this host's memory.
+    Memory(ReplayTable),
+    /// In the store the hosts share, under the service's name.
+    Store {
+        store: Arc<PgStore>,
+        service: &'static str,
+    },
+}
+
+impl Replay {
+    /// Keeps `pair` until `expires_at` unless it is kept, unexpired, at
+    /// `now`; an error: the store cannot answer now.
+    pub async fn check_and_insert(
+        &self,
+        pair: &[u8],
+        expires_at: u64,
+        now: u64,
+    ) -> Result<Insert, String> {
+        match self {
+            Replay::Memory(table) => Ok(table.check_and_insert(pair, expires_at, now)),
+            Replay::Store { store, service } => {
+                match store.replay_insert(service, pair, expires_at, now).await {
+                    Ok(true) => Ok(Insert::Inserted),
+                    Ok(false) => Ok(Insert::Present),
+                    Err(e) => Err(e.to_string()),
+                }
+            }
+        }
+    }
+
+    /// Whether `pair` is kept, unexpired at `now`.
+    pub async fn contains(&self, pair: &[u8], now: u64) -> Result<bool, String> {
+        match self {
+            Replay::Memory(table) => Ok(table.contains(pair, now)),
+            Replay::Store { store, service } => store
+                .replay_contains(service, pair, now)
+                .await
+                .map_err(|e| e.to_string()),
+        }
+    }
+
+    /// The table's lines of the metrics exposition (none for the store's).
+    pub fn render_metrics(&self, service: &str) -> String {
+        match self {
+            Replay::Memory(table) => table.render_metrics(service),
+            Replay::Store { .. } => String::new(),
+        }
+    }
 }
 
 /// One service's remembered pairs, at most `bound` of them.

@@ -302,7 +302,8 @@ pub struct Settings {
     /// memory (about 200 bytes each) until they expire; past it a pair is
     /// remembered with a write to the service's store instead
     /// (contracts/coordination/AUTH.md, section 4). On a PostgreSQL
-    /// `--store` every pair is written to the store, which the hosts share.
+    /// `--store` the pairs are kept in the store, which the hosts share,
+    /// and this bound does not apply.
     #[arg(long, env = "LAB_REPLAY_TABLE_PAIRS", default_value_t = 262_144)]
     pub replay_table_pairs: usize,
 

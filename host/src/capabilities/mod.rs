@@ -32,7 +32,7 @@ pub struct ServiceEnv {
     /// The service's key-value namespace.
     pub kv: crate::kv::Namespace,
     /// The service's replay table (`replay`): kept across reloads.
-    pub replay: Arc<crate::replay::ReplayTable>,
+    pub replay: Arc<crate::replay::Replay>,
     /// The deployment's storage headroom and totals (shared by every
     /// service).
     pub storage: Arc<crate::storage::Storage>,

@@ -3,17 +3,8 @@
 
 use super::RequestState;
 use crate::bindings::replay::{self, InsertOutcome};
-use crate::replay::Insert;
+use crate::replay::{unix_now as now, Insert};
 use wasmtime::Result;
-
-/// The host's clock in Unix seconds: the clock the service's proofs are
-/// judged by (`clock.now`).
-fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_secs()
-}
 
 impl replay::Host for RequestState {
     async fn check_and_insert(
@@ -21,16 +12,19 @@ impl replay::Host for RequestState {
         pair: Vec<u8>,
         expires_at: u64,
     ) -> Result<Result<InsertOutcome, String>> {
-        Ok(Ok(
-            match self.env.replay.check_and_insert(&pair, expires_at, now()) {
-                Insert::Inserted => InsertOutcome::Inserted,
-                Insert::Present => InsertOutcome::Present,
-                Insert::Full => InsertOutcome::Full,
-            },
-        ))
+        let outcome = self
+            .env
+            .replay
+            .check_and_insert(&pair, expires_at, now())
+            .await;
+        Ok(outcome.map(|insert| match insert {
+            Insert::Inserted => InsertOutcome::Inserted,
+            Insert::Present => InsertOutcome::Present,
+            Insert::Full => InsertOutcome::Full,
+        }))
     }
 
     async fn contains(&mut self, pair: Vec<u8>) -> Result<Result<bool, String>> {
-        Ok(Ok(self.env.replay.contains(&pair, now())))
+        Ok(self.env.replay.contains(&pair, now()).await)
     }
 }

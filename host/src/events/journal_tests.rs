@@ -46,7 +46,9 @@ pub(super) async fn journal(feed: Arc<Feed>) -> (Arc<Service>, Arc<crate::kv::Kv
         blobs,
         blob_cap: 1 << 20,
         kv: crate::kv::Namespace::Lmdb(namespaces.remove(0)),
-        replay: Arc::new(crate::replay::ReplayTable::new(16)),
+        replay: Arc::new(crate::replay::Replay::Memory(
+            crate::replay::ReplayTable::new(16),
+        )),
         storage: Arc::new(storage),
         peers: Arc::new(Peers::default()),
         config: Arc::new(ServiceConfig::new([(

@@ -27,7 +27,10 @@
 //!    writer in groups: one transaction, one lock and one commit per
 //!    group, each batch decided on the state its group left so far; every
 //!    member is answered once the group's commit returned.
-//! 8. A server that cannot be reached, or a connection lost, is
+//! 8. The replay table of each service is the store's `lab_replay`, one row
+//!    per pair with its expiry, inserted by one atomic statement: a pair
+//!    used through one host is refused through every other.
+//! 9. A server that cannot be reached, or a connection lost, is
 //!    [`KvError::Unavailable`]: worth retrying. A commit whose answer was
 //!    lost may have committed; the services' idempotency receipts settle a
 //!    retry either way.
@@ -59,6 +62,11 @@ const SCHEMA: &str = "
         value bytea NOT NULL,
         PRIMARY KEY (namespace, key));
     CREATE TABLE IF NOT EXISTS lab_kv_writer (namespace text PRIMARY KEY);
+    CREATE TABLE IF NOT EXISTS lab_replay (
+        service text NOT NULL,
+        pair bytea NOT NULL,
+        expires_at bigint NOT NULL,
+        PRIMARY KEY (service, pair));
 ";
 const LOCK: &str = "SELECT 1 FROM lab_kv_writer WHERE namespace = $1 FOR UPDATE";
 const GET: &str = "SELECT value FROM lab_kv WHERE namespace = $1 AND key = $2";
@@ -70,6 +78,16 @@ const SCAN_REVERSE: &str = "SELECT key, value FROM lab_kv \
 const PUT_ALL: &str = "INSERT INTO lab_kv (namespace, key, value) \
      SELECT $1, w.key, w.value FROM unnest($2::bytea[], $3::bytea[]) AS w(key, value) \
      ON CONFLICT (namespace, key) DO UPDATE SET value = EXCLUDED.value";
+/// Keeps a pair absent or expired at `$4`: a row answered means inserted.
+const REPLAY_INSERT: &str =
+    "INSERT INTO lab_replay (service, pair, expires_at) VALUES ($1, $2, $3) \
+     ON CONFLICT (service, pair) DO UPDATE SET expires_at = EXCLUDED.expires_at \
+     WHERE lab_replay.expires_at <= $4 RETURNING 1";
+const REPLAY_CONTAINS: &str =
+    "SELECT 1 FROM lab_replay WHERE service = $1 AND pair = $2 AND expires_at > $3";
+const REPLAY_EXPIRED: &str = "DELETE FROM lab_replay WHERE expires_at <= $1";
+/// How often a host deletes the expired pairs of every host.
+const REPLAY_SWEEP: Duration = Duration::from_secs(60);
 const DELETE: &str = "DELETE FROM lab_kv WHERE namespace = $1 AND key = $2 RETURNING 1";
 
 /// `e` and its sources, one after another (a server's refusal says what
@@ -265,6 +283,7 @@ impl PgStore {
             stats: Arc::new(Stats::default()),
         });
         store.provision(namespaces).await?;
+        tokio::spawn(PgStore::sweep_replay(Arc::downgrade(&store)));
         let namespaces = namespaces
             .iter()
             .map(|name| {
@@ -319,6 +338,82 @@ impl PgStore {
     pub fn stats(&self) -> &Stats {
         &self.stats
     }
+
+    /// The replay table of `service`, shared by every host of the store
+    /// (design.md, "Replay table"): keeps `pair` until `expires_at` unless
+    /// it is kept, unexpired at `now`; whether it was inserted. One
+    /// statement, atomic under the table's key, durable when answered.
+    pub async fn replay_insert(
+        &self,
+        service: &str,
+        pair: &[u8],
+        expires_at: u64,
+        now: u64,
+    ) -> Result<bool, KvError> {
+        let conn = self.pool.get().await?;
+        let (expires_at, now) = (seconds(expires_at), seconds(now));
+        let inserted = conn
+            .client()
+            .query_typed(
+                REPLAY_INSERT,
+                &[
+                    text(&service),
+                    bytea(&pair),
+                    (&expires_at, Type::INT8),
+                    (&now, Type::INT8),
+                ],
+            )
+            .await
+            .map_err(failure)?;
+        Ok(!inserted.is_empty())
+    }
+
+    /// Whether `pair` is kept in `service`'s replay table, unexpired at
+    /// `now`.
+    pub async fn replay_contains(
+        &self,
+        service: &str,
+        pair: &[u8],
+        now: u64,
+    ) -> Result<bool, KvError> {
+        let conn = self.pool.get().await?;
+        let now = seconds(now);
+        let found = conn
+            .client()
+            .query_typed(
+                REPLAY_CONTAINS,
+                &[text(&service), bytea(&pair), (&now, Type::INT8)],
+            )
+            .await
+            .map_err(failure)?;
+        Ok(!found.is_empty())
+    }
+
+    /// Deletes the expired pairs, every [`REPLAY_SWEEP`], for as long as
+    /// the store lives.
+    async fn sweep_replay(store: std::sync::Weak<PgStore>) {
+        loop {
+            tokio::time::sleep(REPLAY_SWEEP).await;
+            let Some(store) = store.upgrade() else {
+                return;
+            };
+            let now = seconds(crate::replay::unix_now());
+            if let Ok(conn) = store.pool.get().await {
+                // A failure is logged; the next sweep tries again.
+                let _ = conn
+                    .client()
+                    .query_typed(REPLAY_EXPIRED, &[(&now, Type::INT8)])
+                    .await
+                    .map_err(failure);
+            }
+        }
+    }
+}
+
+/// Unix seconds as PostgreSQL's `bigint` (saturating: a time past 2^63
+/// seconds is the end of time either way).
+fn seconds(unix: u64) -> i64 {
+    i64::try_from(unix).unwrap_or(i64::MAX)
 }
 
 fn bytea(value: &(dyn ToSql + Sync)) -> (&(dyn ToSql + Sync), Type) {
