@@ -4,11 +4,12 @@
 //! durability (`fsync=on`, `synchronous_commit=on`, stated on the command
 //! line so that no local configuration weakens it).
 //!
-//! The server is started through `setpriv`, which execs it: as the
-//! unprivileged `nobody` when the caller is root (PostgreSQL refuses to run
-//! as root; the scratch directory is handed to that user), and with a
+//! The server is started through `setpriv`, which execs it, with a
 //! parent-death signal, so that it is killed when the thread that started
-//! it ends, whatever way the caller ends: no server outlives its test.
+//! it ends, whatever way the caller ends: no server outlives its test. When
+//! the caller is root it runs as the unprivileged `nobody` (PostgreSQL
+//! refuses to run as root), and its files are in a directory of its own
+//! under /tmp, handed to that user.
 //!
 //! Readiness is the server's own: the status line of `postmaster.pid`
 //! reads `ready` once it accepts connections.
@@ -16,7 +17,11 @@
 use std::io;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
+
+/// Clusters this process made, numbering their directories.
+static NEXT: AtomicU32 = AtomicU32::new(0);
 
 /// The cluster's superuser, trusted on its socket.
 pub const USER: &str = "lab";
@@ -70,21 +75,35 @@ fn failed(what: &str, detail: impl std::fmt::Display) -> io::Error {
 }
 
 impl Cluster {
-    /// Makes a cluster under `dir` (which it owns from then on) and starts
-    /// it; `None` where PostgreSQL is not installed. The server lives until
+    /// Makes a cluster under `dir` (which it owns from then on; as root,
+    /// under a directory of its own in /tmp instead) and starts it; `None` where PostgreSQL is not installed. The server lives until
     /// the cluster is dropped or stopped, or the calling thread ends.
     pub fn start(dir: &Path) -> io::Result<Option<Cluster>> {
         let Some(bin) = installed() else {
             return Ok(None);
         };
         let root = is_root();
-        std::fs::create_dir_all(dir)?;
-        if root {
-            let status = Command::new("chown").arg(UNPRIVILEGED).arg(dir).status()?;
+        // The unprivileged user must reach its files: not under `dir`,
+        // whose ancestors may be closed to others (a checkout in a private
+        // directory), but in a directory of its own under /tmp, removed
+        // when the cluster is dropped.
+        let dir = if root {
+            let own = PathBuf::from("/tmp").join(format!(
+                "lab-pgcluster-{}-{}",
+                std::process::id(),
+                NEXT.fetch_add(1, Ordering::Relaxed)
+            ));
+            let _ = std::fs::remove_dir_all(&own);
+            std::fs::create_dir_all(&own)?;
+            let status = Command::new("chown").arg(UNPRIVILEGED).arg(&own).status()?;
             if !status.success() {
-                return Err(failed("chown", dir.display()));
+                return Err(failed("chown", own.display()));
             }
-        }
+            own
+        } else {
+            std::fs::create_dir_all(dir)?;
+            dir.to_path_buf()
+        };
         // `postgres (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)`
         let printed = Command::new(bin.join("postgres"))
             .arg("--version")
@@ -97,7 +116,7 @@ impl Cluster {
             .to_string();
         let mut cluster = Cluster {
             bin,
-            dir: dir.to_path_buf(),
+            dir,
             root,
             child: None,
             version: format!("PostgreSQL {number}"),
@@ -218,5 +237,8 @@ impl Cluster {
 impl Drop for Cluster {
     fn drop(&mut self) {
         self.stop();
+        if self.root {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
     }
 }
