@@ -22,6 +22,8 @@
 //!   sandbox, against the same validator natively.
 //! - [`backup`]: `labd backup` of the data directory the other rows wrote,
 //!   against a plain copy of it.
+//! - [`s3`]: blob puts and gets through a labd whose blobs are on an S3
+//!   server of the bench's own, against the same on local files.
 //!
 //! Output: a header line naming the machine, then one table row per
 //! measurement (`what | figure | baseline | ratio | target`). Progress goes
@@ -38,6 +40,7 @@ mod lmdb;
 mod measure;
 mod native;
 mod postgres;
+mod s3;
 mod socket;
 mod tools;
 mod validator;
@@ -88,6 +91,8 @@ enum Service {
     /// `labd backup` against a plain copy (alone, over blobs it puts first;
     /// in a whole run, over what every other row wrote).
     Backup,
+    /// Blob puts and gets with the blobs on S3, beside local files.
+    S3,
 }
 
 fn main() -> Result<()> {
@@ -125,6 +130,19 @@ fn main() -> Result<()> {
         }
         Some(_) => None,
     };
+
+    // Its own labd, its blobs on an S3 server of the bench's.
+    let s3 = match args.only {
+        None | Some(Service::S3) => {
+            let server = s3::Server::start(&scratch.path().join("s3-server"))?;
+            let s3_scratch = scratch.path().join("s3-labd");
+            std::fs::create_dir_all(&s3_scratch)?;
+            let labd = server.labd(&args.labd, &s3_scratch)?;
+            Some((server, labd))
+        }
+        Some(_) => None,
+    };
+    let s3_bytes = s3.as_ref().map(|(_, labd)| labd.operations);
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads)
@@ -193,6 +211,9 @@ fn main() -> Result<()> {
             if only == Some(Service::Backup) {
                 backup::fill(bytes).await?;
             }
+            if let Some(s3_bytes) = s3_bytes {
+                rows.extend(measure::s3_rows(bytes, s3_bytes).await?);
+            }
             if let Some((coord, releases)) = tools {
                 rows.extend(tools::run(coord, &releases.upper).await?);
                 rows.extend(validator::run(coord, &releases.jsonschema).await?);
@@ -208,6 +229,7 @@ fn main() -> Result<()> {
         rows.extend(backup::run(&args.labd, &labd.data_dir, scratch.path())?);
     }
     drop(runtime);
+    drop(s3);
     drop(tools_labd);
     drop(labd);
     drop(scratch);

@@ -24,8 +24,6 @@ use std::task::{Context, Poll};
 use tokio::sync::mpsc;
 use wasmtime::component::ResourceTable;
 
-/// Bytes per chunk of a streamed blob slice.
-const BLOB_CHUNK: usize = 256 << 10;
 /// Most bytes taken from a relayed body at once.
 const RELAY_CHUNK: usize = 1 << 20;
 
@@ -222,7 +220,7 @@ async fn send_blob(tx: &Sender, reader: BlobReader, offset: u64, length: u64) ->
         .map(|digest| (digest, Sha256::new()));
     let mut held: Option<Bytes> = None;
     while position < end {
-        let size = (end - position).min(BLOB_CHUNK as u64) as usize;
+        let size = (end - position).min(reader.chunk_size() as u64) as usize;
         let read = reader.read_range(position, size).await;
         let failed = read.is_err();
         if let (Some((_, hasher)), Ok(chunk)) = (verify.as_mut(), &read) {

@@ -58,6 +58,8 @@ impl S3Server {
                         },
                         _ = stopped.as_mut() => break,
                     };
+                    // Small answers must not wait out a delayed ACK.
+                    let _ = socket.set_nodelay(true);
                     let service = service.clone();
                     tokio::spawn(async move {
                         let _ = hyper::server::conn::http1::Builder::new()

@@ -291,6 +291,15 @@ impl BlobReader {
         }
     }
 
+    /// Bytes a streamed read takes at once: a file's reads are cheap, an
+    /// object's each cost a request.
+    pub fn chunk_size(&self) -> usize {
+        match self {
+            BlobReader::Local(_) => 256 << 10,
+            BlobReader::S3(_) => 1 << 20,
+        }
+    }
+
     /// The digest a whole read of this blob must hash to, where the
     /// backend asks for that check: objects in a bucket can be replaced
     /// behind the host's back, files under its data directory are `labd
