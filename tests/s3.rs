@@ -173,7 +173,7 @@ fn two_hosts_on_one_bucket_read_each_others_blobs() {
 }
 
 #[test]
-fn a_stopped_server_refuses_writes_with_503_and_service_resumes() {
+fn a_stopped_server_refuses_writes_and_reads_with_503_and_service_resumes() {
     let (mut s3, _dir) = server("s3-down");
     let labd = labd_on("s3-down-labd", &s3, &[]);
     let client = labd.bytes();
@@ -188,6 +188,14 @@ fn a_stopped_server_refuses_writes_with_503_and_service_resumes() {
         "the refusal took {:?}",
         started.elapsed()
     );
+    // Reads too: the bucket cannot answer now, which is no server fault.
+    for read in [
+        client.get(&format!("/v1/blobs/{before}")),
+        client.post_json("/v1/stat", &format!(r#"{{"names":["{before}"]}}"#)),
+    ] {
+        read.assert_error(503, "unavailable");
+        assert!(read.header("retry-after").is_some());
+    }
     let failing = labd.bytes_management().get("/healthz");
     assert_eq!(failing.status, 503);
     s3.restart();

@@ -3,7 +3,7 @@
 use super::RequestState;
 use crate::bindings::{blobs, body};
 use crate::blobstore::local::LocalWriter;
-use crate::blobstore::{self, BlobReader, BlobWriter, StagedBlob, WriteError};
+use crate::blobstore::{self, BlobReader, BlobStore, BlobWriter, StagedBlob, WriteError};
 use crate::body::IncomingBody;
 use crate::storage;
 use std::sync::Arc;
@@ -24,6 +24,17 @@ fn put_error(e: WriteError) -> blobs::PutError {
             blobs::PutError::Unavailable(storage::NO_SPACE.into())
         }
         WriteError::Io(e) => blobs::PutError::Storage(e.to_string()),
+    }
+}
+
+/// A failed look-up: on S3 every failure is the bucket not answering now
+/// (a missing object is an answer), worth a retry; on local disk, a failure.
+fn read_error(store: &BlobStore, e: std::io::Error) -> blobs::ReadError {
+    match store {
+        BlobStore::Local(_) => blobs::ReadError::Storage(e.to_string()),
+        BlobStore::S3 { .. } => blobs::ReadError::Unavailable(format!(
+            "the blob bucket cannot be reached or failed; retry: {e}"
+        )),
     }
 }
 
@@ -187,6 +198,37 @@ impl blobs::Host for RequestState {
             .size_async(&digest)
             .await
             .map_err(|e| e.to_string()))
+    }
+
+    async fn open_blob(
+        &mut self,
+        digest: Vec<u8>,
+    ) -> Result<Result<Option<Resource<BlobReader>>, blobs::ReadError>> {
+        let digest = match digest_of(&digest) {
+            Ok(d) => d,
+            Err(e) => return Ok(Err(blobs::ReadError::Storage(e))),
+        };
+        match self.env.blobs.open_blob_async(&digest).await {
+            Ok(Some(reader)) => Ok(Ok(Some(self.table.push(reader)?))),
+            Ok(None) => Ok(Ok(None)),
+            Err(e) => Ok(Err(read_error(&self.env.blobs, e))),
+        }
+    }
+
+    async fn blob_size(
+        &mut self,
+        digest: Vec<u8>,
+    ) -> Result<Result<Option<u64>, blobs::ReadError>> {
+        let digest = match digest_of(&digest) {
+            Ok(d) => d,
+            Err(e) => return Ok(Err(blobs::ReadError::Storage(e))),
+        };
+        Ok(self
+            .env
+            .blobs
+            .size_async(&digest)
+            .await
+            .map_err(|e| read_error(&self.env.blobs, e)))
     }
 
     async fn check_writable(&mut self) -> Result<Result<(), String>> {
