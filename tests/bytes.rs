@@ -562,6 +562,10 @@ fn cap_refuses_oversized_puts_and_commits_nothing() {
 
 #[test]
 fn client_closing_mid_body_commits_nothing() {
+    if support::skipped_on_s3("a put under 8 MiB is held in memory on S3: nothing shows it staging")
+    {
+        return;
+    }
     let labd = Labd::start("abort", &[]);
     let client = labd.bytes();
     let bytes = pseudo_random(1 << 20, 11);
@@ -584,6 +588,11 @@ fn client_closing_mid_body_commits_nothing() {
 
 #[test]
 fn kill_during_a_large_put_leaves_nothing_after_restart() {
+    if support::skipped_on_s3(
+        "a multipart upload a kill cut short is the bucket lifecycle rule's to abort",
+    ) {
+        return;
+    }
     let labd = Labd::start("kill", &[]);
     let client = labd.bytes();
     let kept = client.put(b"committed before the crash");
@@ -846,6 +855,10 @@ fn hot_swap_keeps_serving() {
 
 #[test]
 fn sigterm_finishes_requests_in_flight() {
+    if support::skipped_on_s3("a put under 8 MiB is held in memory on S3: nothing shows it staging")
+    {
+        return;
+    }
     let labd = Labd::start("sigterm", &[]);
     let client = labd.bytes();
     let bytes = pseudo_random(200_000, 13);
@@ -1009,17 +1022,9 @@ fn a_crash_keeps_every_acknowledged_blob(crash: Crash) {
     // No torn blob anywhere, acknowledged or not, and no staging litter.
     assert_eq!(labd.staging_files(), 0);
     let mut files = 0;
-    for fan_out in std::fs::read_dir(labd.blobs_dir().join("sha256")).unwrap() {
-        for file in std::fs::read_dir(fan_out.unwrap().path()).unwrap() {
-            let file = file.unwrap();
-            let name = format!("sha256:{}", file.file_name().to_str().unwrap());
-            assert_eq!(
-                name_of(&std::fs::read(file.path()).unwrap()),
-                name,
-                "a torn blob"
-            );
-            files += 1;
-        }
+    for (name, path) in labd.blob_files() {
+        assert_eq!(name_of(&std::fs::read(path).unwrap()), name, "a torn blob");
+        files += 1;
     }
     let distinct: std::collections::HashSet<String> = acked.iter().map(|b| name_of(b)).collect();
     assert!(

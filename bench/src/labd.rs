@@ -64,6 +64,16 @@ impl Labd {
     /// Starts `binary` with its data under `scratch` and `extra`
     /// arguments, and waits until its ready file names the listeners.
     pub fn start_with(binary: &Path, scratch: &Path, extra: &[std::ffi::OsString]) -> Result<Labd> {
+        Labd::start_with_env(binary, scratch, extra, &[])
+    }
+
+    /// [`Labd::start_with`] with `env` added to the child's environment.
+    pub fn start_with_env(
+        binary: &Path,
+        scratch: &Path,
+        extra: &[std::ffi::OsString],
+        env: &[(String, String)],
+    ) -> Result<Labd> {
         let ready_file = scratch.join("ready.json");
         let data_dir = scratch.join("data");
         let child = Command::new(binary)
@@ -79,6 +89,7 @@ impl Labd {
             .arg(&ready_file)
             .args(["--log", "warn"])
             .args(extra)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())

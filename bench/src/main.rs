@@ -24,6 +24,8 @@
 //!   against a plain copy of it.
 //! - [`coord::shared`]: the journal append and the signed publish through
 //!   two `labd` sharing one PostgreSQL store, against one on LMDB.
+//! - [`s3`]: blob puts and gets through a labd whose blobs are on an S3
+//!   server of the bench's own, against the same on local files.
 //!
 //! Output: a header line naming the machine, then one table row per
 //! measurement (`what | figure | baseline | ratio | target`). Progress goes
@@ -40,6 +42,7 @@ mod lmdb;
 mod measure;
 mod native;
 mod postgres;
+mod s3;
 mod socket;
 mod tools;
 mod validator;
@@ -93,6 +96,8 @@ enum Service {
     /// The journal append and the signed publish through two labd sharing
     /// one PostgreSQL store, against one labd on LMDB.
     Shared,
+    /// Blob puts and gets with the blobs on S3, beside local files.
+    S3,
 }
 
 fn main() -> Result<()> {
@@ -130,6 +135,19 @@ fn main() -> Result<()> {
         }
         Some(_) => None,
     };
+
+    // Its own labd, its blobs on an S3 server of the bench's.
+    let s3 = match args.only {
+        None | Some(Service::S3) => {
+            let server = s3::Server::start(&scratch.path().join("s3-server"))?;
+            let s3_scratch = scratch.path().join("s3-labd");
+            std::fs::create_dir_all(&s3_scratch)?;
+            let labd = server.labd(&args.labd, &s3_scratch)?;
+            Some((server, labd))
+        }
+        Some(_) => None,
+    };
+    let s3_bytes = s3.as_ref().map(|(_, labd)| labd.operations);
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads)
@@ -202,6 +220,9 @@ fn main() -> Result<()> {
             if only == Some(Service::Backup) {
                 backup::fill(bytes).await?;
             }
+            if let Some(s3_bytes) = s3_bytes {
+                rows.extend(measure::s3_rows(bytes, s3_bytes).await?);
+            }
             if let Some((coord, releases)) = tools {
                 rows.extend(tools::run(coord, &releases.upper).await?);
                 rows.extend(validator::run(coord, &releases.jsonschema).await?);
@@ -217,6 +238,7 @@ fn main() -> Result<()> {
         rows.extend(backup::run(&args.labd, &labd.data_dir, scratch.path())?);
     }
     drop(runtime);
+    drop(s3);
     drop(tools_labd);
     drop(labd);
     drop(scratch);

@@ -691,6 +691,54 @@ fn hex(bytes: &[u8]) -> String {
     text
 }
 
+/// Blob puts and whole gets through a labd whose blobs are on S3, each
+/// beside the same through `local`, a labd on local files, in alternating
+/// rounds: what the bucket costs a request.
+pub async fn s3_rows(local: SocketAddr, s3: SocketAddr) -> Result<Vec<Row>> {
+    // One part, and several (a multipart upload, a copy, a delete).
+    const SIZES: [(&str, usize, u64); 2] = [("1 MiB", 1 << 20, 100), ("32 MiB", 32 << 20, 6)];
+    let mut rng = Xorshift::from_clock();
+    let mut rows = Vec::new();
+    for (label, size, count) in SIZES {
+        progress(&format!("put and get {label} on S3 and local"));
+        let bound = Bound::new(count, 20);
+        let mut data = vec![0u8; size];
+        rng.fill(&mut data);
+        let (mut put_s3, mut put_local) = (Rate::default(), Rate::default());
+        let (mut get_s3, mut get_local) = (Rate::default(), Rate::default());
+        for _ in 0..ROUNDS {
+            for (addr, put, get) in [
+                (s3, &mut put_s3, &mut get_s3),
+                (local, &mut put_local, &mut get_local),
+            ] {
+                let (rate, name) = puts(addr, &mut data, &mut rng, bound.share(ROUNDS)).await?;
+                put.add(rate);
+                let blob = Stored {
+                    label,
+                    path: format!("/v1/blobs/{name}"),
+                    bytes: Bytes::from(data.clone()),
+                };
+                get.add(gets(addr, &blob, bound.share(ROUNDS)).await?);
+            }
+        }
+        for (what, figure, baseline) in [("put", put_s3, put_local), ("get", get_s3, get_local)] {
+            let ratio = figure.mb_per_s() / baseline.mb_per_s();
+            rows.push(Row::new(
+                format!("{what} {label} on S3 MB/s (n={})", figure.count),
+                format!("{:.1}", figure.mb_per_s()),
+                format!(
+                    "{:.1} local files (n={})",
+                    baseline.mb_per_s(),
+                    baseline.count
+                ),
+                percent(ratio),
+                "none (a loopback S3 server over files)".to_string(),
+            ));
+        }
+    }
+    Ok(rows)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

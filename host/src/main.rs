@@ -128,7 +128,7 @@ async fn run(settings: Settings) -> Result<()> {
     let linker = engine::linker(&engine)?;
     engine::start_epoch_ticker(&engine)?;
     let blobs = Arc::new(
-        blobstore::BlobStore::open(&settings.data_dir.join("blobs"))
+        blobstore::BlobStore::open_setting(&settings.blobs, &settings.data_dir.join("blobs"))
             .context("open the blob store")?,
     );
     let plans = [

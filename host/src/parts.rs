@@ -6,9 +6,10 @@
 //!    readers and peer bodies move from its resource table into the host,
 //!    so a body outlives the instance that described it.
 //! 2. A streamed body is produced by one task through a bounded channel: it
-//!    reads a blob slice a chunk at a time (on the blocking pool, so a cold
-//!    disk never stalls a request thread) and never further ahead than the
-//!    channel holds; when the receiver goes away the task stops.
+//!    reads a blob slice a chunk at a time (a file on the blocking pool, so
+//!    a cold disk never stalls a request thread; an object by a ranged GET)
+//!    and never further ahead than the channel holds; when the receiver
+//!    goes away the task stops.
 //! 3. A relay is released through a [`Verifier`]; see [`crate::relay`].
 
 use crate::bindings::BodyPart;
@@ -17,13 +18,12 @@ use crate::body::PeerBody;
 use crate::relay::{RelayError, Verifier};
 use bytes::Bytes;
 use hyper::body::{Body, Frame};
+use sha2::{Digest, Sha256};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use tokio::sync::mpsc;
 use wasmtime::component::ResourceTable;
 
-/// Bytes per chunk of a streamed blob slice.
-const BLOB_CHUNK: usize = 256 << 10;
 /// Most bytes taken from a relayed body at once.
 const RELAY_CHUNK: usize = 1 << 20;
 
@@ -207,28 +207,50 @@ async fn produce(parts: Vec<Part>, tx: Sender) {
 }
 
 /// Sends `length` bytes of the blob from `offset`; false once the reader is
-/// gone or the read failed (the failure is sent as the body's end).
+/// gone or the read failed (the failure is sent as the body's end). A
+/// whole blob whose backend asks for it is hashed as it goes, its last
+/// chunk held back until the digest is its name's (blobstore/s3.rs,
+/// invariant 4): a client that received every byte received the blob.
 async fn send_blob(tx: &Sender, reader: BlobReader, offset: u64, length: u64) -> bool {
     let end = offset + length;
     let mut position = offset;
+    let mut verify = reader
+        .digest_to_verify()
+        .filter(|_| offset == 0 && length == reader.size())
+        .map(|digest| (digest, Sha256::new()));
+    let mut held: Option<Bytes> = None;
     while position < end {
-        let size = (end - position).min(BLOB_CHUNK as u64) as usize;
-        let chunk_reader = reader.clone();
-        let read = tokio::task::spawn_blocking(move || {
-            let mut chunk = vec![0u8; size];
-            match chunk_reader.read_at(position, &mut chunk) {
-                Ok(n) if n == size => Ok(Bytes::from(chunk)),
-                Ok(_) => Err(std::io::Error::other("a blob shrank while being read")),
-                Err(e) => Err(e),
-            }
-        })
-        .await
-        .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+        let size = (end - position).min(reader.chunk_size() as u64) as usize;
+        let read = reader.read_range(position, size).await;
         let failed = read.is_err();
-        if tx.send(read).await.is_err() || failed {
+        if let (Some((_, hasher)), Ok(chunk)) = (verify.as_mut(), &read) {
+            hasher.update(chunk);
+            let previous = held.replace(chunk.clone());
+            if let Some(previous) = previous {
+                if tx.send(Ok(previous)).await.is_err() {
+                    return false;
+                }
+            }
+        } else if tx.send(read).await.is_err() || failed {
             return false;
         }
         position += size as u64;
+    }
+    if let Some((digest, hasher)) = verify {
+        let actual: [u8; 32] = hasher.finalize().into();
+        let last = if actual == digest {
+            Ok(held.unwrap_or_default())
+        } else {
+            Err(std::io::Error::other(format!(
+                "the blob sha256:{} read back as sha256:{}: its object was altered",
+                hex::encode(digest),
+                hex::encode(actual)
+            )))
+        };
+        let failed = last.is_err();
+        if tx.send(last).await.is_err() || failed {
+            return false;
+        }
     }
     true
 }

@@ -203,6 +203,15 @@ pub struct Settings {
     #[arg(long, env = "LAB_BLOB_CAP", default_value_t = 1 << 30)]
     pub blob_cap: u64,
 
+    /// Where blobs live: `local`, files under `<data-dir>/blobs`; or
+    /// `s3://BUCKET`, objects in an S3 bucket several hosts may share,
+    /// reached as the standard AWS environment says (`AWS_ENDPOINT_URL`,
+    /// `AWS_REGION`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`;
+    /// docs/scale-out.md).
+    #[arg(long, env = "LAB_BLOBS", default_value = "local",
+          value_parser = crate::blobstore::BlobsSetting::parse)]
+    pub blobs: crate::blobstore::BlobsSetting,
+
     /// The key-value store's map at start, in bytes (address space
     /// reserved, not disk used; never below what the data already uses).
     /// It grows, doubling, up to `--lmdb-map-ceiling`

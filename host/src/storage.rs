@@ -131,16 +131,19 @@ impl Storage {
                 free,
             );
         }
-        gauge(
-            "lab_blobs",
-            "Committed blobs in the blob store.",
-            blobs.count,
-        );
-        gauge(
-            "lab_blob_bytes",
-            "Bytes of the committed blobs together.",
-            blobs.bytes,
-        );
+        // Blobs in a shared bucket are not counted (blobstore/s3.rs, 5).
+        if let Some(blobs) = blobs {
+            gauge(
+                "lab_blobs",
+                "Committed blobs in the blob store.",
+                blobs.count,
+            );
+            gauge(
+                "lab_blob_bytes",
+                "Bytes of the committed blobs together.",
+                blobs.bytes,
+            );
+        }
         out
     }
 }

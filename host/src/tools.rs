@@ -58,6 +58,7 @@ struct BlobOutput(BlobWriter);
 fn write_error(e: WriteError) -> lab_tool_runner::WriteError {
     match e {
         WriteError::TooLarge => lab_tool_runner::WriteError::TooLarge,
+        WriteError::Unavailable(e) => lab_tool_runner::WriteError::Io(std::io::Error::other(e)),
         WriteError::Io(e) => lab_tool_runner::WriteError::Io(e),
     }
 }

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod coord;
+pub mod s3;
 pub mod subscriptions;
 pub mod ws;
 
@@ -43,6 +44,7 @@ pub struct Labd {
     coord: Option<SocketAddr>,
     coord_management: Option<SocketAddr>,
     args: Vec<String>,
+    env: Vec<(String, String)>,
     /// Under `LAB_TEST_HOSTS=2`, a second labd on the same store, which
     /// the clients alternate with.
     peer: Option<Peer>,
@@ -125,9 +127,15 @@ fn with_test_store(data_dir: &Path, mut args: Vec<String>) -> Vec<String> {
     args
 }
 
-/// Whether `args` name a store (the test's own, or the harness's).
+/// Whether `args` name a store.
 fn args_have_store(args: &[String]) -> bool {
     args.iter().any(|a| a == "--store")
+}
+
+/// Whether the harness gives each labd a store of its own
+/// (`LAB_TEST_STORE=postgres`), which a pair shares.
+fn harness_gives_store() -> bool {
+    std::env::var("LAB_TEST_STORE").as_deref() == Ok("postgres")
 }
 
 /// The ready file's addresses.
@@ -142,9 +150,15 @@ impl Addresses {
     }
 }
 
-/// Starts `labd` with its state in `data_dir/<state>` and `args` added,
+/// Starts `labd` with its state in `data_dir/<state>`, `args` and `env`
+/// added,
 /// and waits for its ready file.
-fn spawn_ready(data_dir: &Path, state: &str, args: &[String]) -> (Child, Addresses) {
+fn spawn_ready(
+    data_dir: &Path,
+    state: &str,
+    args: &[String],
+    env: &[(String, String)],
+) -> (Child, Addresses) {
     let ready = data_dir.join(format!("{state}-ready.json"));
     let _ = std::fs::remove_file(&ready);
     let cache = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("component-cache");
@@ -158,6 +172,7 @@ fn spawn_ready(data_dir: &Path, state: &str, args: &[String]) -> (Child, Address
         .arg(&ready)
         .args(["--log", "warn"])
         .args(args)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .spawn()
         .expect("start labd");
@@ -173,6 +188,47 @@ fn spawn_ready(data_dir: &Path, state: &str, args: &[String]) -> (Child, Address
         assert!(started.elapsed() < PROBE_LIMIT, "labd did not become ready");
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// The S3 servers of `LAB_TEST_BLOBS=s3`, by data directory.
+static TEST_BLOB_SERVERS: std::sync::Mutex<
+    Option<std::collections::HashMap<PathBuf, s3::S3Server>>,
+> = std::sync::Mutex::new(None);
+
+/// Where every `labd` of a test run keeps its blobs: `LAB_TEST_BLOBS=s3`
+/// gives each data directory an S3 server of its own (its files under
+/// the data directory, started with its first `labd`, kept across that
+/// `labd`'s restarts, stopped when it is dropped), so that a suite runs
+/// unchanged on the S3 backend; otherwise local files, the default. A
+/// test that names `--blobs` itself is left as it is. The arguments and
+/// the environment to add.
+fn with_test_blobs(data_dir: &Path, mut args: Vec<String>) -> (Vec<String>, Vec<(String, String)>) {
+    if !test_blobs_on_s3() || args.iter().any(|a| a == "--blobs") {
+        return (args, Vec::new());
+    }
+    let mut servers = TEST_BLOB_SERVERS.lock().unwrap();
+    let server = servers
+        .get_or_insert_with(Default::default)
+        .entry(data_dir.to_path_buf())
+        .or_insert_with(|| s3::S3Server::start(&data_dir.join("s3")));
+    args.extend(["--blobs".to_string(), server.setting()]);
+    (args, server.env())
+}
+
+/// True, saying so, when this run keeps its blobs on S3 and the calling
+/// test observes what only the local store shows (`why`); such a test
+/// returns at once, its S3 counterpart being in tests/s3.rs.
+pub fn skipped_on_s3(why: &str) -> bool {
+    let skipped = test_blobs_on_s3();
+    if skipped {
+        eprintln!("not run with LAB_TEST_BLOBS=s3: {why}");
+    }
+    skipped
+}
+
+/// Whether this run keeps its blobs on S3 (`LAB_TEST_BLOBS=s3`).
+pub fn test_blobs_on_s3() -> bool {
+    std::env::var("LAB_TEST_BLOBS").as_deref() == Ok("s3")
 }
 
 /// The `labd` binary: this package's, or else, in a test of another
@@ -249,9 +305,30 @@ impl Labd {
 
     /// Starts `labd` on an existing data directory.
     pub fn start_in(data_dir: PathBuf, args: Vec<String>) -> Labd {
-        let shared = !args.iter().any(|a| a == "--store");
+        Labd::start_in_env(data_dir, args, Vec::new())
+    }
+
+    /// [`Labd::start_in`] with `env` added to its environment.
+    pub fn start_in_env(data_dir: PathBuf, args: Vec<String>, env: Vec<(String, String)>) -> Labd {
+        // A pair shares the store the harness gives, never a test's own.
+        let paired =
+            std::env::var("LAB_TEST_HOSTS").as_deref() == Ok("2") && !args_have_store(&args);
         let args = with_test_store(&data_dir, args);
-        let (child, addresses) = spawn_ready(&data_dir, "state", &args);
+        let (args, blobs_env) = with_test_blobs(&data_dir, args);
+        // Kept whole for a restart, whose arguments already name `--blobs`.
+        let env: Vec<(String, String)> = blobs_env.into_iter().chain(env).collect();
+        Labd::launch(data_dir, args, env, paired && harness_gives_store())
+    }
+
+    /// Starts `labd` (and, `paired`, its peer) with exactly `args` and
+    /// `env`.
+    fn launch(
+        data_dir: PathBuf,
+        args: Vec<String>,
+        env: Vec<(String, String)>,
+        paired: bool,
+    ) -> Labd {
+        let (child, addresses) = spawn_ready(&data_dir, "state", &args, &env);
         let mut labd = Labd {
             bytes: addresses.of("bytes", "operations"),
             bytes_management: addresses.of("bytes", "management"),
@@ -262,11 +339,9 @@ impl Labd {
             child,
             data_dir,
             args,
+            env,
             peer: None,
         };
-        let paired = shared
-            && args_have_store(&labd.args)
-            && std::env::var("LAB_TEST_HOSTS").as_deref() == Ok("2");
         if paired {
             labd.peer = Some(labd.start_peer());
         }
@@ -285,7 +360,7 @@ impl Labd {
                 args.extend(["--coord-audience".into(), format!("http://{coord}")]);
             }
         }
-        let (child, addresses) = spawn_ready(&self.data_dir, "peer", &args);
+        let (child, addresses) = spawn_ready(&self.data_dir, "peer", &args, &self.env);
         Peer::of(child, &addresses)
     }
 
@@ -294,22 +369,34 @@ impl Labd {
         self.data_dir.join("state/blobs")
     }
 
-    /// Files in the staging directory.
+    /// Files in the staging directory; with blobs on a test S3 server,
+    /// its staging objects and pending upload parts too.
     pub fn staging_files(&self) -> usize {
-        std::fs::read_dir(self.blobs_dir().join("staging"))
+        let local = std::fs::read_dir(self.blobs_dir().join("staging"))
             .map(|d| d.count())
-            .unwrap_or(0)
+            .unwrap_or(0);
+        local
+            + self
+                .with_test_s3(|s3| s3.objects_under("staging") + s3.pending_parts())
+                .unwrap_or(0)
+    }
+
+    /// `f` of the S3 server `LAB_TEST_BLOBS=s3` gave this labd, if any.
+    fn with_test_s3<T>(&self, f: impl FnOnce(&s3::S3Server) -> T) -> Option<T> {
+        let servers = TEST_BLOB_SERVERS.lock().unwrap();
+        servers.as_ref()?.get(&self.data_dir).map(f)
     }
 
     /// SIGKILL, then a new `labd` on the same data directory.
     pub fn kill_and_restart(mut self) -> Labd {
-        self.peer = None;
+        let paired = self.peer.take().is_some();
         self.child.kill().unwrap();
         self.child.wait().unwrap();
         let data_dir = self.data_dir.clone();
         let args = std::mem::take(&mut self.args);
+        let env = std::mem::take(&mut self.env);
         std::mem::forget(self);
-        Labd::start_in(data_dir, args)
+        Labd::launch(data_dir, args, env, paired)
     }
 
     /// SIGKILL without restarting; the data directory stays.
@@ -400,8 +487,32 @@ impl Labd {
             .unwrap()
     }
 
+    /// Every file named as a committed blob, with the name it claims:
+    /// under the blob directory's fan-outs, or with blobs on a test S3
+    /// server, the bucket's `sha256/` objects.
+    pub fn blob_files(&self) -> Vec<(String, PathBuf)> {
+        let dirs: Vec<PathBuf> = match self.with_test_s3(|s3| s3.object_file("sha256")) {
+            Some(dir) => vec![dir],
+            None => std::fs::read_dir(self.blobs_dir().join("sha256"))
+                .map(|d| d.map(|e| e.unwrap().path()).collect())
+                .unwrap_or_default(),
+        };
+        let mut files = Vec::new();
+        for dir in dirs {
+            for file in std::fs::read_dir(dir).into_iter().flatten() {
+                let file = file.unwrap();
+                let name = format!("sha256:{}", file.file_name().to_str().unwrap());
+                files.push((name, file.path()));
+            }
+        }
+        files
+    }
+
     /// Committed blob files in the blob store.
     pub fn committed_blobs(&self) -> usize {
+        if let Some(objects) = self.with_test_s3(|s3| s3.objects_under("sha256")) {
+            return objects;
+        }
         let Ok(fan_out) = std::fs::read_dir(self.blobs_dir().join("sha256")) else {
             return 0;
         };
@@ -418,6 +529,9 @@ impl Drop for Labd {
         // Its cluster, if it has one, is stopped before its files go.
         if let Some(clusters) = TEST_STORES.lock().unwrap().as_mut() {
             clusters.remove(&self.data_dir);
+        }
+        if let Some(servers) = TEST_BLOB_SERVERS.lock().unwrap().as_mut() {
+            servers.remove(&self.data_dir);
         }
         let _ = std::fs::remove_dir_all(&self.data_dir);
     }

@@ -39,10 +39,10 @@ pub fn get(request: &Request, _body: &IncomingBody) -> Response {
     let Some(digest) = names::parse_path_segment(name) else {
         return bad_request("malformed blob name", OP);
     };
-    let reader = match blobs::open(&digest) {
+    let reader = match blobs::open_blob(&digest) {
         Ok(Some(reader)) => reader,
         Ok(None) => return REPLY.error(404, "not_found", "no such blob", None, Some(OP)),
-        Err(e) => return internal(&e, OP),
+        Err(e) => return read_failed(&e, OP),
     };
     let size = reader.size();
     let offset = bounds[0].min(size);
@@ -66,6 +66,15 @@ pub fn get(request: &Request, _body: &IncomingBody) -> Response {
     )
 }
 
+/// A look-up the store could not answer: 503 when it cannot now (the
+/// host's message says why), 500 when it failed.
+fn read_failed(e: &blobs::ReadError, operation: &str) -> Response {
+    match e {
+        blobs::ReadError::Unavailable(e) => unavailable(e, operation),
+        blobs::ReadError::Storage(e) => internal(e, operation),
+    }
+}
+
 /// has, size: `POST /v1/stat` `{names}` → `{sizes}`.
 pub fn stat(request: &Request, body: &IncomingBody) -> Response {
     const OP: &str = "stat";
@@ -75,12 +84,12 @@ pub fn stat(request: &Request, body: &IncomingBody) -> Response {
     };
     let mut sizes = Map::new();
     for (name, digest) in digests {
-        match blobs::size(&digest) {
+        match blobs::blob_size(&digest) {
             Ok(Some(size)) => {
                 sizes.insert(name, Value::from(size));
             }
             Ok(None) => {}
-            Err(e) => return internal(&e, OP),
+            Err(e) => return read_failed(&e, OP),
         }
     }
     REPLY.json(200, &json!({ "sizes": sizes }), Some(OP))
@@ -112,10 +121,10 @@ pub fn get_many(request: &Request, body: &IncomingBody) -> Response {
     };
     let mut parts = Vec::new();
     for (name, digest) in digests {
-        let reader: BlobReader = match blobs::open(&digest) {
+        let reader: BlobReader = match blobs::open_blob(&digest) {
             Ok(Some(reader)) => reader,
             Ok(None) => continue,
-            Err(e) => return internal(&e, OP),
+            Err(e) => return read_failed(&e, OP),
         };
         let length = reader.size();
         parts.push(BodyPart::Bytes(format!("{name} {length}\n").into_bytes()));

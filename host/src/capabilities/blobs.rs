@@ -2,6 +2,7 @@
 
 use super::RequestState;
 use crate::bindings::{blobs, body};
+use crate::blobstore::local::LocalWriter;
 use crate::blobstore::{self, BlobReader, BlobStore, BlobWriter, StagedBlob, WriteError};
 use crate::body::IncomingBody;
 use crate::storage;
@@ -18,10 +19,22 @@ pub struct PendingBlob(Option<BlobWriter>);
 fn put_error(e: WriteError) -> blobs::PutError {
     match e {
         WriteError::TooLarge => blobs::PutError::TooLarge,
+        WriteError::Unavailable(e) => blobs::PutError::Unavailable(e),
         WriteError::Io(e) if storage::is_no_space(&e) => {
             blobs::PutError::Unavailable(storage::NO_SPACE.into())
         }
         WriteError::Io(e) => blobs::PutError::Storage(e.to_string()),
+    }
+}
+
+/// A failed look-up: on S3 every failure is the bucket not answering now
+/// (a missing object is an answer), worth a retry; on local disk, a failure.
+fn read_error(store: &BlobStore, e: std::io::Error) -> blobs::ReadError {
+    match store {
+        BlobStore::Local(_) => blobs::ReadError::Storage(e.to_string()),
+        BlobStore::S3 { .. } => blobs::ReadError::Unavailable(format!(
+            "the blob bucket cannot be reached or failed; retry: {e}"
+        )),
     }
 }
 
@@ -43,19 +56,49 @@ async fn commit(writer: BlobWriter) -> Result<blobs::BlobInfo, blobs::PutError> 
     }
 }
 
-/// Streams `body` into a new blob writer: exactly `length` bytes when
-/// given, else to the end. The writer is returned only at that clean end.
-async fn write_body(
-    store: &Arc<BlobStore>,
-    body: &mut IncomingBody,
+/// Where a body's bytes go: a blob writer, or a local staging file.
+trait BodySink {
+    fn size(&self) -> u64;
+    async fn write(&mut self, bytes: &[u8]) -> Result<(), WriteError>;
+}
+
+impl BodySink for BlobWriter {
+    fn size(&self) -> u64 {
+        BlobWriter::size(self)
+    }
+    async fn write(&mut self, bytes: &[u8]) -> Result<(), WriteError> {
+        self.write_async(bytes).await
+    }
+}
+
+impl BodySink for LocalWriter {
+    fn size(&self) -> u64 {
+        LocalWriter::size(self)
+    }
+    async fn write(&mut self, bytes: &[u8]) -> Result<(), WriteError> {
+        LocalWriter::write(self, bytes)
+    }
+}
+
+/// Refuses a body whose announced size passes the cap before any writer.
+fn check_announced(
+    body: &IncomingBody,
     length: Option<u64>,
     cap: u64,
-) -> Result<BlobWriter, blobs::PutError> {
-    let announced = length.or(body.declared_length());
-    if announced.is_some_and(|n| n > cap) {
+) -> Result<(), blobs::PutError> {
+    if length.or(body.declared_length()).is_some_and(|n| n > cap) {
         return Err(blobs::PutError::TooLarge);
     }
-    let mut writer = store.writer(cap).map_err(|e| put_error(e.into()))?;
+    Ok(())
+}
+
+/// Streams `body` into `writer`: exactly `length` bytes when given, else
+/// to the end. The writer is returned only at that clean end.
+async fn write_body<W: BodySink>(
+    mut writer: W,
+    body: &mut IncomingBody,
+    length: Option<u64>,
+) -> Result<W, blobs::PutError> {
     loop {
         let want = match length {
             Some(n) => (n - writer.size()).min(PUT_CHUNK as u64) as usize,
@@ -76,7 +119,7 @@ async fn write_body(
             }
             break;
         }
-        writer.write(&chunk).map_err(put_error)?;
+        writer.write(&chunk).await.map_err(put_error)?;
     }
     Ok(writer)
 }
@@ -91,7 +134,14 @@ impl blobs::Host for RequestState {
         let store = Arc::clone(&self.env.blobs);
         let cap = cap.min(self.env.blob_cap);
         let body = self.table.get_mut(&body)?;
-        Ok(match write_body(&store, body, length, cap).await {
+        if let Err(e) = check_announced(body, length, cap) {
+            return Ok(Err(e));
+        }
+        let writer = match store.writer(cap) {
+            Ok(writer) => writer,
+            Err(e) => return Ok(Err(put_error(e.into()))),
+        };
+        Ok(match write_body(writer, body, length).await {
             Ok(writer) => commit(writer).await,
             Err(e) => Err(e),
         })
@@ -105,7 +155,14 @@ impl blobs::Host for RequestState {
         let store = Arc::clone(&self.env.blobs);
         let cap = cap.min(self.env.blob_cap);
         let body = self.table.get_mut(&body)?;
-        let staged = match write_body(&store, body, None, cap).await {
+        if let Err(e) = check_announced(body, None, cap) {
+            return Ok(Err(e));
+        }
+        let writer = match store.stager(cap) {
+            Ok(writer) => writer,
+            Err(e) => return Ok(Err(put_error(e.into()))),
+        };
+        let staged = match write_body(writer, body, None).await {
             Ok(writer) => writer.stage().map_err(put_error),
             Err(e) => Err(e),
         };
@@ -123,7 +180,7 @@ impl blobs::Host for RequestState {
             Ok(d) => d,
             Err(e) => return Ok(Err(e)),
         };
-        match self.env.blobs.open_blob(&digest) {
+        match self.env.blobs.open_blob_async(&digest).await {
             Ok(Some(reader)) => Ok(Ok(Some(self.table.push(reader)?))),
             Ok(None) => Ok(Ok(None)),
             Err(e) => Ok(Err(e.to_string())),
@@ -131,7 +188,47 @@ impl blobs::Host for RequestState {
     }
 
     async fn size(&mut self, digest: Vec<u8>) -> Result<Result<Option<u64>, String>> {
-        Ok(digest_of(&digest).and_then(|d| self.env.blobs.size(&d).map_err(|e| e.to_string())))
+        let digest = match digest_of(&digest) {
+            Ok(d) => d,
+            Err(e) => return Ok(Err(e)),
+        };
+        Ok(self
+            .env
+            .blobs
+            .size_async(&digest)
+            .await
+            .map_err(|e| e.to_string()))
+    }
+
+    async fn open_blob(
+        &mut self,
+        digest: Vec<u8>,
+    ) -> Result<Result<Option<Resource<BlobReader>>, blobs::ReadError>> {
+        let digest = match digest_of(&digest) {
+            Ok(d) => d,
+            Err(e) => return Ok(Err(blobs::ReadError::Storage(e))),
+        };
+        match self.env.blobs.open_blob_async(&digest).await {
+            Ok(Some(reader)) => Ok(Ok(Some(self.table.push(reader)?))),
+            Ok(None) => Ok(Ok(None)),
+            Err(e) => Ok(Err(read_error(&self.env.blobs, e))),
+        }
+    }
+
+    async fn blob_size(
+        &mut self,
+        digest: Vec<u8>,
+    ) -> Result<Result<Option<u64>, blobs::ReadError>> {
+        let digest = match digest_of(&digest) {
+            Ok(d) => d,
+            Err(e) => return Ok(Err(blobs::ReadError::Storage(e))),
+        };
+        Ok(self
+            .env
+            .blobs
+            .size_async(&digest)
+            .await
+            .map_err(|e| read_error(&self.env.blobs, e)))
     }
 
     async fn check_writable(&mut self) -> Result<Result<(), String>> {
@@ -158,13 +255,24 @@ impl blobs::HostBlobReader for RequestState {
     ) -> Result<Result<Vec<u8>, String>> {
         let reader = self.table.get(&this)?;
         let available = reader.size().saturating_sub(offset).min(u64::from(length));
-        let mut buf = vec![0u8; available as usize];
-        Ok(match reader.read_at(offset, &mut buf) {
-            Ok(n) => {
-                buf.truncate(n);
-                Ok(buf)
+        Ok(match reader {
+            BlobReader::Local(reader) => {
+                let mut buf = vec![0u8; available as usize];
+                match reader.read_at(offset, &mut buf) {
+                    Ok(n) => {
+                        buf.truncate(n);
+                        Ok(buf)
+                    }
+                    Err(e) => Err(e.to_string()),
+                }
             }
-            Err(e) => Err(e.to_string()),
+            BlobReader::S3(reader) => {
+                let reader = reader.clone();
+                match reader.read_range(offset, available as usize).await {
+                    Ok(bytes) => Ok(bytes.to_vec()),
+                    Err(e) => Err(e.to_string()),
+                }
+            }
         })
     }
 
@@ -215,7 +323,7 @@ impl blobs::HostBlobWriter for RequestState {
     ) -> Result<Result<(), blobs::PutError>> {
         let pending = self.table.get_mut(&this)?;
         Ok(match pending.0.as_mut() {
-            Some(writer) => writer.write(&bytes).map_err(put_error),
+            Some(writer) => writer.write_async(&bytes).await.map_err(put_error),
             None => Err(blobs::PutError::Storage("the writer is not usable".into())),
         })
     }

@@ -1,4 +1,5 @@
-//! Blob files on local disk, named by the SHA-256 of their bytes.
+//! The local backend: blob files on local disk, named by the SHA-256 of
+//! their bytes.
 //!
 //! Layout under the store's directory:
 //! - `sha256/<first two hex digits>/<64 hex digits>`: committed blobs;
@@ -13,14 +14,15 @@
 //! 3. A staging file never becomes visible under a blob name unless its writer
 //!    reached a clean end; an abandoned writer removes it, and a start removes
 //!    whatever a crash left behind.
-//! 4. A staged blob ([`BlobWriter::stage`]) is never named: its file is
+//! 4. A staged blob ([`LocalWriter::stage`]) is never named: its file is
 //!    only read back (to be handed on, for example to the bytes service,
 //!    which names what it writes itself) and removed when it drops.
-//! 5. [`BlobStore::totals`] counts the committed blobs and their bytes: a
+//! 5. [`LocalStore::totals`] counts the committed blobs and their bytes: a
 //!    start counts the files, and each commit that names a new blob adds it
 //!    (the naming lock makes "new" exact under concurrent commits of equal
 //!    bytes).
 
+use super::{random_16, Digest32, Totals, WriteError};
 use crate::durable::{self, sync_dir};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -31,44 +33,16 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// A SHA-256 digest.
-pub type Digest32 = [u8; 32];
-
-/// Errors of a blob write.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum WriteError {
-    /// More bytes than the writer's cap.
-    TooLarge,
-    /// The filesystem failed.
-    Io(io::Error),
-}
-
-impl From<io::Error> for WriteError {
-    fn from(e: io::Error) -> Self {
-        WriteError::Io(e)
-    }
-}
-
-impl std::fmt::Display for WriteError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            WriteError::TooLarge => write!(f, "blob exceeds the size cap"),
-            WriteError::Io(e) => write!(f, "blob store: {e}"),
-        }
-    }
-}
-
 /// Open committed blobs kept for reuse: a blob never changes, so a kept
 /// descriptor reads what a fresh open would, without the open.
 const OPEN_BLOBS_KEPT: usize = 256;
 
 /// The store.
 #[derive(Debug)]
-pub struct BlobStore {
+pub struct LocalStore {
     committed: PathBuf,
     staging: PathBuf,
-    open: Mutex<HashMap<Digest32, BlobReader>>,
+    open: Mutex<HashMap<Digest32, LocalReader>>,
     /// Held from a commit's look at its name to its rename, so that of two
     /// commits of equal bytes one names the blob (invariants 2 and 5).
     naming: Mutex<()>,
@@ -78,18 +52,11 @@ pub struct BlobStore {
     bytes: AtomicU64,
 }
 
-/// Committed blobs and their bytes together.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Totals {
-    pub count: u64,
-    pub bytes: u64,
-}
-
-impl BlobStore {
+impl LocalStore {
     /// Opens (creating) the store under `dir`, removes staging litter a
     /// crash left behind, and counts the committed blobs.
-    pub fn open(dir: &Path) -> io::Result<BlobStore> {
-        let store = BlobStore {
+    pub fn open(dir: &Path) -> io::Result<LocalStore> {
+        let store = LocalStore {
             committed: dir.join("sha256"),
             staging: dir.join("staging"),
             open: Mutex::default(),
@@ -130,14 +97,14 @@ impl BlobStore {
     }
 
     /// Opens a committed blob.
-    pub fn open_blob(&self, digest: &Digest32) -> io::Result<Option<BlobReader>> {
+    pub fn open_blob(&self, digest: &Digest32) -> io::Result<Option<LocalReader>> {
         if let Some(reader) = self.open.lock().unwrap().get(digest) {
             return Ok(Some(reader.clone()));
         }
         match File::open(self.path_of(digest)) {
             Ok(file) => {
                 let size = file.metadata()?.len();
-                let reader = BlobReader {
+                let reader = LocalReader {
                     file: Arc::new(file),
                     size,
                 };
@@ -168,7 +135,7 @@ impl BlobStore {
     }
 
     /// A new writer whose blob may hold at most `cap` bytes.
-    pub fn writer(self: &Arc<Self>, cap: u64) -> io::Result<BlobWriter> {
+    pub fn writer(self: &Arc<Self>, cap: u64) -> io::Result<LocalWriter> {
         let path = self
             .staging
             .join(format!("{}.part", hex::encode(random_16())));
@@ -176,7 +143,7 @@ impl BlobStore {
             .write(true)
             .create_new(true)
             .open(&path)?;
-        Ok(BlobWriter {
+        Ok(LocalWriter {
             store: Arc::clone(self),
             staging: Some(path),
             file,
@@ -193,6 +160,7 @@ impl BlobStore {
         writer.write(b"x").map_err(|e| match e {
             WriteError::Io(e) => e,
             WriteError::TooLarge => io::Error::other("cap"),
+            WriteError::Unavailable(e) => io::Error::other(e),
         })?;
         writer.file.sync_data()?;
         Ok(())
@@ -201,8 +169,8 @@ impl BlobStore {
 
 /// A blob being written: hashes while it writes; `commit` publishes it.
 /// Dropped uncommitted, it removes its staging file.
-pub struct BlobWriter {
-    store: Arc<BlobStore>,
+pub struct LocalWriter {
+    store: Arc<LocalStore>,
     staging: Option<PathBuf>,
     file: File,
     hasher: Sha256,
@@ -210,7 +178,7 @@ pub struct BlobWriter {
     cap: u64,
 }
 
-impl BlobWriter {
+impl LocalWriter {
     /// Appends `bytes`, refusing to pass the cap.
     pub fn write(&mut self, bytes: &[u8]) -> Result<(), WriteError> {
         if self.size + bytes.len() as u64 > self.cap {
@@ -262,7 +230,7 @@ impl BlobWriter {
     }
 }
 
-impl BlobWriter {
+impl LocalWriter {
     /// Ends the write without naming it: the bytes stay in their staging
     /// file, known by digest and size, until the [`StagedBlob`] drops.
     /// Nothing is synced: a staged blob is never named, so a crash loses
@@ -300,7 +268,7 @@ impl Drop for StagedBlob {
     }
 }
 
-impl Drop for BlobWriter {
+impl Drop for LocalWriter {
     fn drop(&mut self) {
         if let Some(path) = self.staging.take() {
             let _ = fs::remove_file(path);
@@ -311,12 +279,12 @@ impl Drop for BlobWriter {
 /// An open committed blob. Blobs are immutable, so positioned reads need no
 /// coordination, and clones share one descriptor.
 #[derive(Debug, Clone)]
-pub struct BlobReader {
+pub struct LocalReader {
     file: Arc<File>,
     size: u64,
 }
 
-impl BlobReader {
+impl LocalReader {
     pub fn size(&self) -> u64 {
         self.size
     }
@@ -406,16 +374,6 @@ fn visit_committed(dir: &Path, mut visit: impl FnMut(Found)) -> io::Result<()> {
     Ok(())
 }
 
-/// 16 unpredictable bytes from the OS.
-pub fn random_16() -> [u8; 16] {
-    let mut bytes = [0u8; 16];
-    getrandom(&mut bytes);
-    bytes
-}
-
-/// Fills `buf` from the kernel's random source.
-pub use lab_tool_runner::getrandom;
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -430,7 +388,7 @@ mod tests {
     #[test]
     fn commit_names_by_content_and_reads_back() {
         let dir = temp_dir("commit");
-        let store = Arc::new(BlobStore::open(&dir).unwrap());
+        let store = Arc::new(LocalStore::open(&dir).unwrap());
         let mut writer = store.writer(10).unwrap();
         writer.write(b"hello").unwrap();
         let (digest, size) = writer.commit().unwrap();
@@ -451,7 +409,7 @@ mod tests {
         other.commit().unwrap();
         let totals = Totals { count: 2, bytes: 8 };
         assert_eq!(store.totals(), totals);
-        assert_eq!(BlobStore::open(&dir).unwrap().totals(), totals);
+        assert_eq!(LocalStore::open(&dir).unwrap().totals(), totals);
         assert_eq!(fs::read_dir(dir.join("staging")).unwrap().count(), 0);
         fs::remove_dir_all(dir).unwrap();
     }
@@ -459,7 +417,7 @@ mod tests {
     #[test]
     fn equal_bytes_committed_at_once_are_one_blob_counted_once() {
         let dir = temp_dir("race");
-        let store = Arc::new(BlobStore::open(&dir).unwrap());
+        let store = Arc::new(LocalStore::open(&dir).unwrap());
         std::thread::scope(|scope| {
             for _ in 0..8 {
                 scope.spawn(|| {
@@ -483,7 +441,7 @@ mod tests {
     #[test]
     fn over_cap_and_abandoned_writers_leave_nothing() {
         let dir = temp_dir("cap");
-        let store = Arc::new(BlobStore::open(&dir).unwrap());
+        let store = Arc::new(LocalStore::open(&dir).unwrap());
         let mut writer = store.writer(3).unwrap();
         writer.write(b"abc").unwrap();
         assert!(matches!(writer.write(b"d"), Err(WriteError::TooLarge)));
@@ -496,7 +454,7 @@ mod tests {
     #[test]
     fn committed_files_lists_blobs_in_digest_order_and_strays() {
         let dir = temp_dir("list");
-        let store = Arc::new(BlobStore::open(&dir).unwrap());
+        let store = Arc::new(LocalStore::open(&dir).unwrap());
         let mut digests = Vec::new();
         for bytes in [&b"one"[..], b"two", b"three"] {
             let mut writer = store.writer(10).unwrap();
@@ -528,9 +486,9 @@ mod tests {
     #[test]
     fn open_removes_staging_litter() {
         let dir = temp_dir("litter");
-        drop(BlobStore::open(&dir).unwrap());
+        drop(LocalStore::open(&dir).unwrap());
         fs::write(dir.join("staging/crashed.part"), b"partial").unwrap();
-        BlobStore::open(&dir).unwrap();
+        LocalStore::open(&dir).unwrap();
         assert_eq!(fs::read_dir(dir.join("staging")).unwrap().count(), 0);
         fs::remove_dir_all(dir).unwrap();
     }
