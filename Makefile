@@ -38,14 +38,15 @@ run-cluster: setup postgres
 
 ## make test: formatting, lints, unit tests and the black-box tests; then
 ## the services' black-box suites again with their state in PostgreSQL,
-## those whose state is all in the store with two labd sharing it, each
-## request going to either, and the bytes suite with its blobs on an S3
-## server of each test's own (s3s-fs, a dev-dependency: nothing to install).
+## the journal's with two labd sharing it, each request going to either,
+## and the bytes suite with its blobs on an S3 server of each test's own
+## (s3s-fs, a dev-dependency: nothing to install), alone and on two labd.
 test: setup postgres lint
 	$(CARGO) test --workspace
 	LAB_TEST_STORE=postgres $(CARGO) test -p labd $(addprefix --test ,$(STORE_SUITES))
 	LAB_TEST_STORE=postgres LAB_TEST_HOSTS=2 $(CARGO) test -p labd $(addprefix --test ,$(PAIR_SUITES))
 	LAB_TEST_BLOBS=s3 $(CARGO) test -p labd --test bytes
+	LAB_TEST_STORE=postgres LAB_TEST_HOSTS=2 LAB_TEST_BLOBS=s3 $(CARGO) test -p labd --test bytes
 
 lint:
 	$(CARGO) fmt --all --check

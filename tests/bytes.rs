@@ -12,7 +12,7 @@ use crash::{crash_under_load, post_bytes, random_threshold, Crash, Crashable};
 use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
-use support::{eventually, name_of, pseudo_random, read_response, Labd};
+use support::{eventually, name_of, pseudo_random, read_response, Client, Labd};
 use swap::{across_reload, HalfSent, SwapFiles};
 
 const CONTRACT: &str = "2026-09-10";
@@ -769,8 +769,10 @@ fn describe_and_served_files() {
 fn management_listener_reports_metrics_and_component() {
     // The bytes service alone, so no other service's calls are counted.
     let labd = Labd::start("management", &["--services", "bytes"]);
-    labd.bytes().put(b"m");
-    labd.bytes().get("/v1/nope");
+    // Counted by this host (not by a peer of LAB_TEST_HOSTS=2).
+    let this_host = Client::of(labd.bytes().address);
+    this_host.put(b"m");
+    this_host.get("/v1/nope");
     let management = labd.bytes_management();
     let metrics = management.get("/metrics");
     assert_eq!(metrics.status, 200);
@@ -808,7 +810,10 @@ fn hot_swap_keeps_serving() {
     let files = SwapFiles::new("bytes");
     let labd = Labd::start("swap", &["--bytes-component", files.arg()]);
     let client = labd.bytes();
-    let before = client.get("/describe").json()["component"].clone();
+    // The component this host serves (another host on its storage, under
+    // LAB_TEST_HOSTS=2, is not reloaded).
+    let this_host = Client::of(client.address);
+    let before = this_host.get("/describe").json()["component"].clone();
     let blob = client.put(b"swap");
     // A put open across the reload: half its body is sent before.
     let held_bytes = pseudo_random(64 << 10, 77);
@@ -838,7 +843,7 @@ fn hot_swap_keeps_serving() {
             .body,
         held_bytes
     );
-    let after = client.get("/describe").json()["component"].clone();
+    let after = this_host.get("/describe").json()["component"].clone();
     assert_eq!(after, name_of(&files.swapped));
     assert_ne!(before, after);
 
@@ -848,7 +853,7 @@ fn hot_swap_keeps_serving() {
         .post("/reload", None, b"")
         .assert_error(409, "reload_failed");
     assert_eq!(
-        client.get("/describe").json()["component"],
+        this_host.get("/describe").json()["component"],
         name_of(&files.swapped)
     );
 }
