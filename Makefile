@@ -7,9 +7,6 @@ COMPONENTS := lab-bytes lab-journal lab-coord lab-coord-auth lab-probe lab-kit l
 # that the service components' features (wit-bindgen's `std`) stay apart.
 # The black-box suites that run on each key-value backend.
 STORE_SUITES := bytes journal coord coord_declare coord_apply coord_authority coord_views coord_subscribe coord_ws coord_tools events reproduce
-# The suites that run on two labd sharing one store (the others keep blobs
-# in one host).
-PAIR_SUITES := journal
 TOOLS := lab-tool-guest lab-tool-upper lab-tool-hostile lab-tool-effects lab-tool-jsonschema lab-tool-unpack lab-tool-profile
 
 .PHONY: setup postgres run run-cluster test lint bench api-check
@@ -44,7 +41,7 @@ run-cluster: setup postgres
 test: setup postgres lint
 	$(CARGO) test --workspace
 	LAB_TEST_STORE=postgres $(CARGO) test -p labd $(addprefix --test ,$(STORE_SUITES))
-	LAB_TEST_STORE=postgres LAB_TEST_HOSTS=2 $(CARGO) test -p labd $(addprefix --test ,$(PAIR_SUITES))
+	LAB_TEST_STORE=postgres LAB_TEST_HOSTS=2 $(CARGO) test -p labd --test journal
 	LAB_TEST_BLOBS=s3 $(CARGO) test -p labd --test bytes
 	LAB_TEST_STORE=postgres LAB_TEST_HOSTS=2 LAB_TEST_BLOBS=s3 $(CARGO) test -p labd --test bytes
 
