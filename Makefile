@@ -28,7 +28,7 @@ postgres:
 run: setup
 	$(CARGO) run --release -p labd --
 
-## make run-cluster: a PostgreSQL cluster and two labd sharing it, on
+## make run-cluster: a PostgreSQL cluster, an S3 server and two labd sharing them, on
 ## this machine (scripts/run-cluster.sh; docs/scale-out.md).
 run-cluster: setup postgres
 	scripts/run-cluster.sh

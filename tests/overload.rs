@@ -35,13 +35,9 @@ fn start_slow(
     stream
 }
 
-/// The value of a metric line that starts with `prefix`.
-fn metric(client: Client, prefix: &str) -> u64 {
-    let text = String::from_utf8(client.get("/metrics").body).unwrap();
-    text.lines()
-        .find(|l| l.starts_with(prefix))
-        .and_then(|l| l.rsplit(' ').next())
-        .map_or(0, |v| v.parse().unwrap())
+/// The value of `series`, 0 while it has none.
+fn metric(client: Client, series: &str) -> u64 {
+    client.metric(series).unwrap_or(0)
 }
 
 /// Instances the service made so far.

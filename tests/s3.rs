@@ -12,14 +12,14 @@ use support::{eventually, name_of, pseudo_random, refused_start, temp_dir, Labd}
 
 /// A labd whose blobs are in `server`'s bucket, with `args` added.
 fn labd_on(name: &str, server: &S3Server, args: &[&str]) -> Labd {
-    let mut all = vec!["--blobs".to_string(), server.setting()];
+    let mut all = vec!["--blobs".to_string(), server.blobs_setting()];
     all.extend(args.iter().map(|a| a.to_string()));
     Labd::start_in_env(temp_dir(name), all, server.env())
 }
 
 fn server(name: &str) -> (S3Server, PathBuf) {
     let dir = temp_dir(name);
-    (S3Server::start(&dir.join("s3")), dir)
+    (support::s3::start(&dir.join("s3")), dir)
 }
 
 fn object_of(name: &str) -> String {
@@ -115,6 +115,63 @@ fn a_blob_past_the_cap_mid_stream_publishes_nothing_and_leaves_nothing() {
     assert_eq!(s3.objects_under("sha256"), 0);
 }
 
+#[test]
+fn writes_past_the_upload_memory_are_refused_with_503_until_it_is_released() {
+    let (s3, _dir) = server("s3-memory");
+    // The least memory there is: one part, which one large write fills.
+    let labd = labd_on(
+        "s3-memory-labd",
+        &s3,
+        &["--blob-upload-memory-mib", "8", "--instance-wait-ms", "300"],
+    );
+    let client = labd.bytes();
+    let management = labd.bytes_management();
+    let charged = || {
+        management
+            .metric("lab_blob_upload_memory_charged_bytes")
+            .unwrap()
+    };
+    assert_eq!(
+        management.metric("lab_blob_upload_memory_bytes"),
+        Some(8 << 20)
+    );
+    assert_eq!(charged(), 0);
+
+    let large = pseudo_random(9 << 20, 6);
+    let mut holder = client.connect();
+    let head = format!(
+        "POST /v1/blobs HTTP/1.1\r\nhost: t\r\ncontent-length: {}\r\n\r\n",
+        large.len()
+    );
+    holder.write_all(head.as_bytes()).unwrap();
+    // Just short of a part: its buffer has grown to the whole part.
+    let held = (8 << 20) - 4096;
+    holder.write_all(&large[..held]).unwrap();
+    eventually("the write holds a part's memory", || charged() == 8 << 20);
+
+    let small = b"a small blob, refused while the memory is held";
+    let refused = client.post("/v1/blobs", None, small);
+    refused.assert_error(503, "unavailable");
+    assert!(refused.header("retry-after").is_some());
+    assert!(String::from_utf8_lossy(&refused.body).contains("--blob-upload-memory-mib"));
+    assert!(client.stat(&[&name_of(small)]).is_empty());
+
+    // The large write goes on (its first part sent, its memory released)
+    // and ends published; then there is room again.
+    holder.write_all(&large[held..]).unwrap();
+    let response = support::read_response(&mut holder);
+    assert_eq!(
+        response.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&response.body)
+    );
+    assert_eq!(client.stat(&[&name_of(&large)]).len(), 1);
+    eventually("every write released its memory", || charged() == 0);
+    assert_eq!(client.put(small), name_of(small));
+    assert_eq!(s3.objects_under("sha256"), 2);
+}
+
 /// Reads a whole response to the connection's end: its head and as much of
 /// its body as came.
 fn get_raw(client: &support::Client, target: &str) -> (String, Vec<u8>) {
@@ -198,7 +255,7 @@ fn a_stopped_server_refuses_writes_and_reads_with_503_and_service_resumes() {
     }
     let failing = labd.bytes_management().get("/healthz");
     assert_eq!(failing.status, 503);
-    s3.restart();
+    s3.restart().unwrap();
     let during = client.put(b"during the outage");
     assert_eq!(during, name_of(b"during the outage"));
     let read = client.get(&format!("/v1/blobs/{before}"));
@@ -228,7 +285,7 @@ fn an_unreachable_bucket_stops_the_start_naming_the_setting() {
     let mut child = std::process::Command::new(support::labd_binary())
         .arg("--data-dir")
         .arg(dir.join("state"))
-        .args(["--log", "error", "--blobs", &s3.setting()])
+        .args(["--log", "error", "--blobs", &s3.blobs_setting()])
         .args(support::LOOPBACK_LISTENERS)
         .envs(s3.env())
         .stdin(std::process::Stdio::null())

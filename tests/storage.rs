@@ -119,14 +119,9 @@ impl Journal {
 
 /// The value of the gauge `name` in a `/metrics` text.
 fn gauge(management: &Client, name: &str) -> u64 {
-    let metrics = management.get("/metrics");
-    assert_eq!(metrics.status, 200);
-    let text = text(&metrics);
-    text.lines()
-        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
-        .unwrap_or_else(|| panic!("no gauge {name} in:\n{text}"))
-        .parse()
-        .unwrap()
+    management
+        .metric(name)
+        .unwrap_or_else(|| panic!("no gauge {name}"))
 }
 
 /// The `storage` check of a service's `healthz`: its detail when failing.

@@ -139,10 +139,10 @@ fn main() -> Result<()> {
     // Its own labd, its blobs on an S3 server of the bench's.
     let s3 = match args.only {
         None | Some(Service::S3) => {
-            let server = s3::Server::start(&scratch.path().join("s3-server"))?;
+            let server = s3::start(&scratch.path().join("s3-server"))?;
             let s3_scratch = scratch.path().join("s3-labd");
             std::fs::create_dir_all(&s3_scratch)?;
-            let labd = server.labd(&args.labd, &s3_scratch)?;
+            let labd = s3::labd(&server, &args.labd, &s3_scratch)?;
             Some((server, labd))
         }
         Some(_) => None,

@@ -128,8 +128,15 @@ async fn run(settings: Settings) -> Result<()> {
     let linker = engine::linker(&engine)?;
     engine::start_epoch_ticker(&engine)?;
     let blobs = Arc::new(
-        blobstore::BlobStore::open_setting(&settings.blobs, &settings.data_dir.join("blobs"))
-            .context("open the blob store")?,
+        blobstore::BlobStore::open_setting(
+            &settings.blobs,
+            &settings.data_dir.join("blobs"),
+            blobstore::UploadMemory::new(
+                settings.blob_upload_memory_mib << 20,
+                Duration::from_millis(settings.instance_wait_ms),
+            ),
+        )
+        .context("open the blob store")?,
     );
     let plans = [
         Plan {

@@ -212,6 +212,14 @@ pub struct Settings {
           value_parser = crate::blobstore::BlobsSetting::parse)]
     pub blobs: crate::blobstore::BlobsSetting,
 
+    /// MiB that blob writes to S3 in progress may hold in memory together
+    /// (each holds up to one 8 MiB part). A write that cannot have its
+    /// part's memory within `--instance-wait-ms` is refused with 503
+    /// `unavailable` and `Retry-After`, and publishes nothing.
+    #[arg(long, env = "LAB_BLOB_UPLOAD_MEMORY_MIB", default_value_t = 256,
+          value_parser = clap::value_parser!(u64).range(8..=1 << 20))]
+    pub blob_upload_memory_mib: u64,
+
     /// The key-value store's map at start, in bytes (address space
     /// reserved, not disk used; never below what the data already uses).
     /// It grows, doubling, up to `--lmdb-map-ceiling`

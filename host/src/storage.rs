@@ -144,6 +144,18 @@ impl Storage {
                 blobs.bytes,
             );
         }
+        if let Some((budget, charged)) = self.blobs.upload_memory() {
+            gauge(
+                "lab_blob_upload_memory_bytes",
+                "Memory blob uploads to S3 in progress may hold together.",
+                budget,
+            );
+            gauge(
+                "lab_blob_upload_memory_charged_bytes",
+                "Memory blob uploads to S3 in progress hold now.",
+                charged,
+            );
+        }
         out
     }
 }

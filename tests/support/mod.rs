@@ -210,8 +210,8 @@ fn with_test_blobs(data_dir: &Path, mut args: Vec<String>) -> (Vec<String>, Vec<
     let server = servers
         .get_or_insert_with(Default::default)
         .entry(data_dir.to_path_buf())
-        .or_insert_with(|| s3::S3Server::start(&data_dir.join("s3")));
-    args.extend(["--blobs".to_string(), server.setting()]);
+        .or_insert_with(|| s3::start(&data_dir.join("s3")));
+    args.extend(["--blobs".to_string(), server.blobs_setting()]);
     (args, server.env())
 }
 
@@ -640,6 +640,23 @@ impl Client {
 
     pub fn get(&self, target: &str) -> Response {
         self.send(&format!("GET {target} HTTP/1.1"), None)
+    }
+
+    /// The value of `series` in this management listener's `GET
+    /// /metrics`, if it is there: a metric's name, with all its labels or
+    /// none (then its first series).
+    pub fn metric(&self, series: &str) -> Option<u64> {
+        let metrics = self.get("/metrics");
+        assert_eq!(metrics.status, 200);
+        String::from_utf8_lossy(&metrics.body)
+            .lines()
+            .find_map(|line| {
+                let rest = line.strip_prefix(series)?;
+                if !rest.starts_with([' ', '{']) {
+                    return None;
+                }
+                rest.rsplit(' ').next()?.parse().ok()
+            })
     }
 
     pub fn post(&self, target: &str, content_type: Option<&str>, body: &[u8]) -> Response {

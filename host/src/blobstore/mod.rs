@@ -16,6 +16,7 @@ pub mod s3;
 
 pub use local::{committed_files, committed_path, Found, StagedBlob};
 use local::{LocalReader, LocalStore, LocalWriter};
+pub use s3::UploadMemory;
 use s3::{S3Reader, S3Store, S3Writer};
 use std::io;
 use std::path::Path;
@@ -119,12 +120,17 @@ impl BlobStore {
     }
 
     /// The store `setting` names; `dir` holds the local blobs, or on S3
-    /// only the staged bodies.
-    pub fn open_setting(setting: &BlobsSetting, dir: &Path) -> anyhow::Result<BlobStore> {
+    /// only the staged bodies, and `upload_memory` bounds the parts S3
+    /// writes hold.
+    pub fn open_setting(
+        setting: &BlobsSetting,
+        dir: &Path,
+        upload_memory: UploadMemory,
+    ) -> anyhow::Result<BlobStore> {
         match setting {
             BlobsSetting::Local => Ok(BlobStore::open(dir)?),
             BlobsSetting::S3 { bucket } => Ok(BlobStore::S3 {
-                bucket: Arc::new(S3Store::open(bucket)?),
+                bucket: Arc::new(S3Store::open(bucket, upload_memory)?),
                 staging: Arc::new(LocalStore::open(dir)?),
             }),
         }
@@ -136,6 +142,15 @@ impl BlobStore {
         match self {
             BlobStore::Local(store) => Some(store.totals()),
             BlobStore::S3 { .. } => None,
+        }
+    }
+
+    /// On S3, the bytes blob uploads in progress may hold in memory and
+    /// the bytes they hold now.
+    pub fn upload_memory(&self) -> Option<(u64, u64)> {
+        match self {
+            BlobStore::Local(_) => None,
+            BlobStore::S3 { bucket, .. } => Some(bucket.upload_memory().use_bytes()),
         }
     }
 

@@ -8,7 +8,7 @@
 //! Invariants (numbered as the local backend's):
 //! 1. An object under a blob name is complete: its writer reached a clean
 //!    end within its cap before anything was put under the name. A blob of
-//!    at most [`PART_SIZE`] bytes is held in memory and put whole in one
+//!    less than [`PART_SIZE`] bytes is held in memory and put whole in one
 //!    request (S3 shows an object only once its whole body arrived); a
 //!    larger one is a multipart upload to a staging key, completed, then
 //!    copied under its name (a copy, too, appears only whole). A success is
@@ -31,6 +31,13 @@
 //!    its last chunk unless it hashes to the name (`parts.rs`).
 //! 5. There are no totals: the bucket is shared and not listed.
 //!
+//! 6. The parts being written are held in memory, and every writer
+//!    charges what its buffer occupies (its capacity, in [`CHARGE_UNIT`]s)
+//!    against one budget, `--blob-upload-memory-mib`, before it allocates
+//!    it; a buffer grows by doubling up to one part and never past it. A
+//!    charge that cannot be met within the wait refuses the write as
+//!    unavailable; what a writer holds is released when it drops.
+//!
 //! Every call runs on this store's own runtime, so a blocking caller (the
 //! tool sandbox, the start) waits on a thread of its own without starving
 //! the request threads, and a request awaits it without blocking one.
@@ -49,6 +56,7 @@ use std::pin::pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake};
 use std::time::{Duration, SystemTime};
+use tokio::sync::Semaphore;
 
 /// A blob up to this size is put in one request; past it, in parts of
 /// this size (S3's parts are at least 5 MiB but the last).
@@ -58,11 +66,52 @@ pub const STALE_STAGING: Duration = Duration::from_secs(3600);
 /// How long an unreachable S3 service is retried before a request is
 /// refused (503): a failure is answered in seconds, not minutes.
 const RETRY_FOR: Duration = Duration::from_secs(4);
+/// What upload memory is charged in (invariant 6).
+pub const CHARGE_UNIT: usize = 64 << 10;
+
+/// The memory all writes in progress may hold together (invariant 6).
+#[derive(Debug)]
+pub struct UploadMemory {
+    units: Arc<Semaphore>,
+    total_units: usize,
+    /// How long a charge waits for memory other writes release.
+    wait: Duration,
+}
+
+impl UploadMemory {
+    /// `bytes` in all, at least one part's worth; a charge waits at most
+    /// `wait`.
+    pub fn new(bytes: u64, wait: Duration) -> UploadMemory {
+        let units = usize::try_from(bytes / CHARGE_UNIT as u64)
+            .unwrap_or(usize::MAX)
+            .clamp(PART_SIZE / CHARGE_UNIT, Semaphore::MAX_PERMITS);
+        UploadMemory {
+            units: Arc::new(Semaphore::new(units)),
+            total_units: units,
+            wait,
+        }
+    }
+
+    /// The bytes writes may hold together, and the bytes they hold now.
+    pub fn use_bytes(&self) -> (u64, u64) {
+        let charged = self.total_units - self.units.available_permits();
+        (
+            (self.total_units * CHARGE_UNIT) as u64,
+            (charged * CHARGE_UNIT) as u64,
+        )
+    }
+
+    /// Units `bytes` of buffer occupy.
+    fn units_of(bytes: usize) -> usize {
+        bytes.div_ceil(CHARGE_UNIT)
+    }
+}
 
 /// The bucket.
 #[derive(Debug)]
 pub struct S3Store {
     client: Arc<AmazonS3>,
+    memory: UploadMemory,
     runtime: Option<tokio::runtime::Runtime>,
 }
 
@@ -125,7 +174,7 @@ impl S3Store {
     /// `AWS_SECRET_ACCESS_KEY`, ...); an `http://` endpoint is allowed (a
     /// server on the host's own network). The bucket is listed once, which
     /// proves it reachable, and stale staging objects are removed.
-    pub fn open(bucket: &str) -> anyhow::Result<S3Store> {
+    pub fn open(bucket: &str, memory: UploadMemory) -> anyhow::Result<S3Store> {
         // reqwest's TLS runs on the process's rustls provider: ring.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let setting = format!("--blobs s3://{bucket}");
@@ -159,6 +208,7 @@ impl S3Store {
             .map_err(|e| anyhow::anyhow!("{setting}: its runtime: {e}"))?;
         let store = S3Store {
             client: Arc::new(client),
+            memory,
             runtime: Some(runtime),
         };
         let removed = store
@@ -206,6 +256,11 @@ impl S3Store {
             }
             Ok(stale.len())
         }))?
+    }
+
+    /// The memory writes in progress may hold, and hold (invariant 6).
+    pub fn upload_memory(&self) -> &UploadMemory {
+        &self.memory
     }
 
     /// The size of the object named `digest`, if there is one.
@@ -279,6 +334,8 @@ pub struct S3Writer {
     cap: u64,
     /// Bytes not yet sent: less than a part after every write.
     pending: Vec<u8>,
+    /// Units of [`UploadMemory`] this writer holds (invariant 6).
+    charged: usize,
     upload: Option<Upload>,
     /// A completed staging object not yet removed.
     staged: Option<Path>,
@@ -292,6 +349,7 @@ impl S3Writer {
             size: 0,
             cap,
             pending: Vec::new(),
+            charged: 0,
             upload: None,
             staged: None,
         }
@@ -312,15 +370,61 @@ impl S3Writer {
         if self.size + bytes.len() as u64 > self.cap {
             return Err(WriteError::TooLarge);
         }
-        self.hasher.update(bytes);
-        self.size += bytes.len() as u64;
-        self.pending.extend_from_slice(bytes);
-        while self.pending.len() >= PART_SIZE {
-            let rest = self.pending.split_off(PART_SIZE);
-            let part = std::mem::replace(&mut self.pending, rest);
-            self.send_part(part).await?;
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            let room = PART_SIZE - self.pending.len();
+            let (now, later) = rest.split_at(room.min(rest.len()));
+            let needed = self.pending.len() + now.len();
+            if needed > self.pending.capacity() {
+                // Doubling, as a vector grows, up to one part.
+                let grown = needed.max(self.pending.capacity() * 2).min(PART_SIZE);
+                self.charge(grown).await?;
+                self.pending.reserve_exact(grown - self.pending.len());
+            }
+            self.hasher.update(now);
+            self.size += now.len() as u64;
+            self.pending.extend_from_slice(now);
+            rest = later;
+            if self.pending.len() == PART_SIZE {
+                let part = std::mem::take(&mut self.pending);
+                self.send_part(part).await?;
+                self.charge(0).await?;
+            }
         }
         Ok(())
+    }
+
+    /// Makes this writer's charge cover exactly `bytes` of buffers,
+    /// waiting for memory other writes release (invariant 6).
+    async fn charge(&mut self, bytes: usize) -> Result<(), WriteError> {
+        let units = UploadMemory::units_of(bytes);
+        let memory = &self.store.memory;
+        if units <= self.charged {
+            memory.units.add_permits(self.charged - units);
+            self.charged = units;
+            return Ok(());
+        }
+        let more = u32::try_from(units - self.charged).unwrap_or(u32::MAX);
+        let semaphore = Arc::clone(&memory.units);
+        let wait = memory.wait;
+        let acquired = self
+            .store
+            .spawn(
+                async move { tokio::time::timeout(wait, semaphore.acquire_many_owned(more)).await },
+            )
+            .await;
+        match acquired {
+            Ok(Ok(Ok(permit))) => {
+                permit.forget();
+                self.charged = units;
+                Ok(())
+            }
+            _ => Err(WriteError::Unavailable(
+                "the memory for blob uploads in progress (--blob-upload-memory-mib) is held by \
+                 other writes; nothing was written; retry"
+                    .to_string(),
+            )),
+        }
     }
 
     /// Sends one part, starting the upload with the first.
@@ -446,6 +550,7 @@ impl Drop for S3Writer {
     /// Aborts an unfinished upload and removes a staged object, on the
     /// store's runtime without waiting for them (invariant 3).
     fn drop(&mut self) {
+        self.store.memory.units.add_permits(self.charged);
         let upload = self.upload.take();
         let staged = self.staged.take();
         if upload.is_none() && staged.is_none() {
