@@ -35,15 +35,14 @@ run-cluster: setup postgres
 
 ## make test: formatting, lints, unit tests and the black-box tests; then
 ## the services' black-box suites again with their state in PostgreSQL,
-## the journal's with two labd sharing it, each request going to either,
-## and the bytes suite with its blobs on an S3 server of each test's own
-## (s3s-fs, a dev-dependency: nothing to install), alone and on two labd.
+## and again on two labd sharing one PostgreSQL store and one S3 bucket
+## (an S3 server of each test's own, lab-s3server: nothing to install),
+## each request going to either; and the bytes suite on S3 alone.
 test: setup postgres lint
 	$(CARGO) test --workspace
 	LAB_TEST_STORE=postgres $(CARGO) test -p labd $(addprefix --test ,$(STORE_SUITES))
-	LAB_TEST_STORE=postgres LAB_TEST_HOSTS=2 $(CARGO) test -p labd --test journal
+	LAB_TEST_STORE=postgres LAB_TEST_HOSTS=2 LAB_TEST_BLOBS=s3 $(CARGO) test -p labd $(addprefix --test ,$(STORE_SUITES))
 	LAB_TEST_BLOBS=s3 $(CARGO) test -p labd --test bytes
-	LAB_TEST_STORE=postgres LAB_TEST_HOSTS=2 LAB_TEST_BLOBS=s3 $(CARGO) test -p labd --test bytes
 
 lint:
 	$(CARGO) fmt --all --check

@@ -1514,9 +1514,8 @@ fn fetch_cuts_a_body_that_does_not_match_its_hash() {
     let (bytes, kind) = coord.retain(&admin, "projects/alpha", &content);
     let body = json!({ "operation_id": "a1", "path": labels("projects/alpha/artifacts/a1"), "artifact": { "bytes": bytes, "type": kind } });
     coord.ok(&admin, &Req::json("create_artifact", &body), 201);
-    // The blob rots on disk: same length, one byte changed.
-    let hex = bytes.strip_prefix("sha256:").unwrap();
-    let file = labd.blobs_dir().join("sha256").join(&hex[..2]).join(hex);
+    // The blob rots where it is kept: same length, one byte changed.
+    let file = labd.blob_file(&bytes);
     let mut rotten = std::fs::OpenOptions::new().write(true).open(&file).unwrap();
     std::io::Seek::seek(&mut rotten, std::io::SeekFrom::Start(1000)).unwrap();
     rotten.write_all(&[content[1000] ^ 0xff]).unwrap();

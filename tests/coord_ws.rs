@@ -610,17 +610,19 @@ fn the_frame_budget_holds_back_one_connection_only() {
 #[test]
 fn a_socket_counts_against_the_connection_limit() {
     let (_labd, coord) = start("ws-connections", &["--max-connections", "1"]);
+    // The limit is one host's: the socket's.
+    let host = support::Client::of(coord.client.address);
     let mut ws = coord.socket();
     ws.send_text(r#"{"id":"held","op":"children"}"#);
     assert_eq!(error_of(&ws.reply(), "held").0, "unverified");
-    let refused = coord.client.get("/livez");
+    let refused = host.get("/livez");
     refused.assert_error(503, "unavailable");
     assert!(refused.header("retry-after").is_some());
     ws.socket.close(None).unwrap();
     assert!(matches!(ws.next(), Message::Close(_)));
     drop(ws);
     support::eventually("the socket's place is free again", || {
-        coord.client.get("/livez").status == 200
+        host.get("/livez").status == 200
     });
 }
 

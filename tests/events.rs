@@ -76,7 +76,9 @@ fn post(client: Client, route: &str, body: &Value) -> Value {
 #[test]
 fn the_journal_streams_each_durable_advance_to_its_followers() {
     let labd = Labd::start("events-stream", &["--services", "bytes,journal"]);
-    let journal = labd.journal();
+    // The stream carries its own host's commits: every request goes to it
+    // (across hosts, the store's channel carries them, events_shared.rs).
+    let journal = Client::of(labd.journal().address);
     let identity = journal.get("/healthz").json()["identity"].clone();
     let root_id = identity["root_id"].as_str().unwrap().to_string();
     let root = json!({ "root_id": root_id, "space_id": identity["root_space_id"] });

@@ -343,13 +343,7 @@ fn what_does_not_verify_or_is_not_the_attested_executable_never_runs() {
         .find_map(|e| e["result"]["attestation"].as_str())
         .unwrap()
         .to_string();
-    let digest = attestation.strip_prefix("sha256:").unwrap();
-    let file = labd
-        .blobs_dir()
-        .join("sha256")
-        .join(&digest[..2])
-        .join(digest);
-    assert!(file.exists(), "{}", file.display());
+    let file = labd.blob_file(&attestation);
     let mut bytes = std::fs::read(&file).unwrap();
     bytes[10] ^= 1;
     let mut permissions = std::fs::metadata(&file).unwrap().permissions();

@@ -56,6 +56,7 @@ struct Peer {
     bytes: Option<SocketAddr>,
     journal: Option<SocketAddr>,
     coord: Option<SocketAddr>,
+    coord_management: Option<SocketAddr>,
 }
 
 impl Peer {
@@ -65,6 +66,7 @@ impl Peer {
             bytes: addresses.of("bytes", "operations"),
             journal: addresses.of("journal", "operations"),
             coord: addresses.of("coord", "operations"),
+            coord_management: addresses.of("coord", "management"),
         }
     }
 }
@@ -472,19 +474,20 @@ impl Labd {
         }
     }
 
-    /// The tool runs the host started, from the coordination service's
-    /// metrics (the management listener needs no instance of the
-    /// component).
+    /// The tool runs the host and its peer, if any, started, from the
+    /// coordination service's metrics (the management listener needs no
+    /// instance of the component).
     pub fn tool_runs(&self) -> u64 {
-        let metrics = self.coord_management().get("/metrics");
-        assert_eq!(metrics.status, 200);
-        String::from_utf8(metrics.body)
-            .unwrap()
-            .lines()
-            .find_map(|l| l.strip_prefix("lab_tool_runs_total "))
-            .expect("the metrics count tool runs")
-            .parse()
-            .unwrap()
+        let peer = self.peer.as_ref().and_then(|p| p.coord_management);
+        [self.coord_management, peer]
+            .into_iter()
+            .flatten()
+            .map(|address| {
+                Client::of(address)
+                    .metric("lab_tool_runs_total")
+                    .expect("the metrics count tool runs")
+            })
+            .sum()
     }
 
     /// Every file named as a committed blob, with the name it claims:
@@ -506,6 +509,14 @@ impl Labd {
             }
         }
         files
+    }
+
+    /// The file holding the committed blob `name`, wherever it is kept.
+    pub fn blob_file(&self, name: &str) -> PathBuf {
+        self.blob_files()
+            .into_iter()
+            .find_map(|(named, path)| (named == name).then_some(path))
+            .unwrap_or_else(|| panic!("no committed blob {name}"))
     }
 
     /// Committed blob files in the blob store.
