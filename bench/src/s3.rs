@@ -4,7 +4,7 @@
 
 use crate::labd::Labd;
 use anyhow::{Context, Result};
-pub use lab_s3server::S3Server;
+use lab_s3server::S3Server;
 use std::path::Path;
 
 const BUCKET: &str = "lab-bench";

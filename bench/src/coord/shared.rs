@@ -1,6 +1,7 @@
 //! The shared-store rows: the journal append and the signed `publish`
-//! through two `labd` sharing one PostgreSQL store (each client on one of
-//! them, alternately), beside the same rows on one `labd` on LMDB, in
+//! through two `labd` sharing one PostgreSQL store and one S3 bucket (each
+//! client on one of them, alternately), beside the same rows on one `labd`
+//! on LMDB and local blob files, in
 //! alternating rounds of the same run. The three hosts share one root key
 //! and one audience, as a deployment behind a load balancer does.
 //!
@@ -73,8 +74,14 @@ pub async fn run(binary: &Path, scratch: &Path, time: Duration) -> Result<Vec<Ro
         "--coord-audience".into(),
         AUDIENCE.into(),
     ];
+    let s3 = crate::s3::start(&dir.join("s3"))?;
     let mut shared = common.clone();
-    shared.extend(["--store".into(), cluster.url().into()]);
+    shared.extend([
+        "--store".into(),
+        cluster.url().into(),
+        "--blobs".into(),
+        s3.blobs_setting().into(),
+    ]);
     let lmdb = Deployment::start(
         "1 labd on LMDB",
         vec![Labd::start_with(binary, &dir.join("lmdb"), &common)?],
@@ -82,10 +89,10 @@ pub async fn run(binary: &Path, scratch: &Path, time: Duration) -> Result<Vec<Ro
     )
     .await?;
     let postgres = Deployment::start(
-        "2 labd on PostgreSQL",
+        "2 labd on PostgreSQL and S3",
         vec![
-            Labd::start_with(binary, &dir.join("a"), &shared)?,
-            Labd::start_with(binary, &dir.join("b"), &shared)?,
+            Labd::start_with_env(binary, &dir.join("a"), &shared, &s3.env())?,
+            Labd::start_with_env(binary, &dir.join("b"), &shared, &s3.env())?,
         ],
         &root,
     )
@@ -116,6 +123,7 @@ pub async fn run(binary: &Path, scratch: &Path, time: Duration) -> Result<Vec<Ro
     ));
     drop(postgres);
     drop(lmdb);
+    drop(s3);
     drop(cluster);
     Ok(rows)
 }

@@ -116,6 +116,10 @@ fn failure(e: tokio_postgres::Error) -> KvError {
             SqlState::TOO_MANY_CONNECTIONS,
             SqlState::IDLE_IN_TRANSACTION_SESSION_TIMEOUT,
             SqlState::READ_ONLY_SQL_TRANSACTION,
+            // Rolled back whole: retrying is safe (an engine running the
+            // writes `SERIALIZABLE` may abort one).
+            SqlState::T_R_SERIALIZATION_FAILURE,
+            SqlState::T_R_DEADLOCK_DETECTED,
         ]
         .contains(code),
     };
@@ -786,5 +790,56 @@ async fn apply_group(
             conn.discard();
             Err(failure(e))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A transaction the server rolled back for a conflict is unavailable
+    /// (retrying is safe); a statement it refuses is a storage fault.
+    #[test]
+    fn a_conflict_rolled_back_is_unavailable_and_a_refused_statement_is_not() {
+        let dir = std::env::temp_dir().join(format!("lab-kv-pg-failure-{}", std::process::id()));
+        let Some(cluster) = lab_pgcluster::Cluster::start(&dir).unwrap() else {
+            eprintln!("skipped: PostgreSQL is not installed");
+            return;
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let connect = || async {
+                let config: Config = cluster.url().parse().unwrap();
+                let (client, connection) = config.connect(NoTls).await.unwrap();
+                tokio::spawn(connection);
+                client
+            };
+            let (first, second) = (connect().await, connect().await);
+            first
+                .batch_execute(
+                    "CREATE TABLE t (k int PRIMARY KEY, v int); INSERT INTO t VALUES (1, 1)",
+                )
+                .await
+                .unwrap();
+            first
+                .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT v FROM t")
+                .await
+                .unwrap();
+            second.batch_execute("UPDATE t SET v = 2").await.unwrap();
+            let conflict = first.batch_execute("UPDATE t SET v = 3").await.unwrap_err();
+            assert_eq!(conflict.code(), Some(&SqlState::T_R_SERIALIZATION_FAILURE));
+            assert!(matches!(failure(conflict), KvError::Unavailable(_)));
+
+            let refused = second
+                .batch_execute("SELECT nothing FROM t")
+                .await
+                .unwrap_err();
+            assert!(matches!(failure(refused), KvError::Storage(_)));
+        });
+        drop(cluster);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
