@@ -6,10 +6,10 @@
 
 mod support;
 
-use lab_coord_auth::{Grant, GrantKind, Params, Principal};
+use lab_coord_auth::{GrantKind, Params};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
-use support::coord::{key, labels, nonce, now, Coord, Holder, Req, DAY};
+use support::coord::{key, labels, nonce, now, Coord, Holder};
 use support::subscriptions::{event_of, refused, Journal, Socket};
 use support::Labd;
 use tungstenite::protocol::frame::coding::CloseCode;
@@ -434,32 +434,12 @@ fn a_connection_holds_at_most_sixteen_subscriptions() {
 fn retiring_a_worker_closes_its_subscriptions() {
     let (_labd, coord, journal) = start("subscribe-retire");
     let admin = coord.admin();
-    let worker_key = key(45);
-    let body = json!({
-        "operation_id": "w-1",
-        "project": "alpha",
-        "worker": "w1",
-        "principal": Principal::of(&worker_key).to_string(),
-        "permissions": [{ "kind": "read", "path": ["projects", "alpha"] }],
-        "valid_until": now() + DAY,
-    });
-    let provisioned = coord.ok(&admin, &Req::json("provision_worker", &body), 201);
-    let grants: Vec<Grant> = provisioned["grants"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|g| Grant::from_json_bytes(g.to_string().as_bytes()).unwrap())
-        .collect();
-    let worker = Holder {
-        key: worker_key,
-        grants,
-    };
+    let worker = coord.provision_worker("alpha", "w1", 45);
     let mut socket = Socket::open(&coord);
     let id = socket.subscribed(&worker, "projects/alpha", None);
     let watcher = socket.subscribed(&admin, "projects/alpha", Some(0));
 
-    let retire = json!({ "operation_id": "r-1", "project": "alpha", "worker": "w1" });
-    coord.ok(&admin, &Req::json("retire_worker", &retire), 201);
+    coord.retire_worker("alpha", "w1");
     // The retirement's own record is an advance inside the worker's scope:
     // events may precede the close.
     let mut closed = None;
@@ -524,7 +504,9 @@ fn a_split_deployment_follows_the_journal_only_when_told_where() {
     let coord = Coord::new(&aware);
     coord.project("alpha");
     let admin = coord.admin();
-    let journal = Journal::of(journal_host.journal());
+    // The stream followed is the journal host's own commits: the append
+    // goes to it, not to a peer.
+    let journal = Journal::of(support::Client::of(journal_host.journal().address));
     let mut socket = Socket::open(&coord);
     let id = socket.subscribed(&admin, "projects/alpha", None);
     let alpha = journal.space("projects/alpha");

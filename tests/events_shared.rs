@@ -13,7 +13,8 @@ mod support;
 
 use lab_pgcluster::Cluster;
 use serde_json::{json, Value};
-use support::coord::{nonce, second_host, Coord};
+use support::coord::{nonce, second_host, second_host_in_env, Coord};
+use support::s3::S3Server;
 use support::subscriptions::{event_of, Journal, Socket};
 use support::{pg_cluster, refused_start, Labd};
 
@@ -24,14 +25,33 @@ const AUDIENCE: &str = "http://lab.test";
 /// audience (the second is given the first one's root key), with the
 /// projects `alpha` and `beta`.
 fn two_hosts(name: &str, store: &Cluster) -> (Labd, Coord, Labd, Coord) {
+    two_hosts_in_env(name, store, &[], Vec::new())
+}
+
+/// [`two_hosts`], their blobs too in one bucket of a test S3 server.
+fn two_hosts_on_s3(name: &str, store: &Cluster) -> (Labd, Coord, Labd, Coord, S3Server) {
+    let s3 = support::s3::start(&support::temp_dir(&format!("{name}-s3")));
+    let blobs = s3.blobs_setting();
+    let (a, coord_a, b, coord_b) = two_hosts_in_env(name, store, &["--blobs", &blobs], s3.env());
+    (a, coord_a, b, coord_b, s3)
+}
+
+fn two_hosts_in_env(
+    name: &str,
+    store: &Cluster,
+    args: &[&str],
+    env: Vec<(String, String)>,
+) -> (Labd, Coord, Labd, Coord) {
     let url = store.url();
-    let shared = ["--store", &url, "--coord-audience", AUDIENCE];
-    let a = Labd::start(&format!("{name}-a"), &shared);
+    let mut shared = vec!["--store", &url, "--coord-audience", AUDIENCE];
+    shared.extend(args);
+    let owned: Vec<String> = shared.iter().map(|a| a.to_string()).collect();
+    let a = Labd::start_in_env(support::temp_dir(&format!("{name}-a")), owned, env.clone());
     let coord_a = Coord {
         audience: AUDIENCE.into(),
         ..Coord::new(&a)
     };
-    let (b, coord_b) = second_host(&format!("{name}-b"), &a, AUDIENCE, &shared);
+    let (b, coord_b) = second_host_in_env(&format!("{name}-b"), &a, AUDIENCE, &shared, env);
     coord_a.project("alpha");
     coord_a.project("beta");
     (a, coord_a, b, coord_b)
@@ -314,4 +334,86 @@ fn advances_from_the_store_need_a_shared_store() {
     );
     assert!(refused.contains("--journal-advances store"), "{refused}");
     assert!(refused.contains("--store is not one"), "{refused}");
+}
+
+/// Frames of `socket` until subscription `id` closes: the reason it gives.
+/// Events and gaps of its subscriptions may come first.
+fn closing_reason(socket: &mut Socket, id: &str) -> String {
+    loop {
+        let frame = socket.frame();
+        if frame["subscription"] == id {
+            if let Some(closed) = frame.get("closed") {
+                return closed["reason"].as_str().unwrap().to_string();
+            }
+        }
+        assert!(
+            frame.get("event").is_some() || frame.get("gap").is_some(),
+            "{frame}"
+        );
+    }
+}
+
+/// Runs `sql` on the cluster's `template1`, which stays reachable while
+/// the services' database refuses connections.
+fn psql(store: &Cluster, sql: &str) {
+    let out = store
+        .psql()
+        .args(["--dbname", "template1", "-v", "ON_ERROR_STOP=1", "-c", sql])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_retirement_through_one_host_closes_the_workers_subscriptions_on_another() {
+    let store = pg_cluster("events-retire");
+    // The retirement reads the provisioning's record, whose blob must be
+    // there for both hosts.
+    let (_a, coord_a, b, coord_b, _s3) = two_hosts_on_s3("events-retire", &store);
+    let worker = coord_a.provision_worker("alpha", "w1", 61);
+    let mut socket = Socket::open(&coord_a);
+    let id = socket.subscribed(&worker, "projects/alpha", None);
+    socket.subscribed(&coord_a.admin(), "projects/alpha", None);
+    coord_b.retire_worker("alpha", "w1");
+    assert_eq!(closing_reason(&mut socket, &id), "expired");
+    // Subscriptions through other grants stay open.
+    let journal_b = Journal::of(b.journal());
+    let alpha = journal_b.space("projects/alpha");
+    let cutoff = journal_b.append_one(&alpha);
+    socket.until(&alpha, cutoff);
+}
+
+#[test]
+fn a_retirement_a_host_did_not_hear_closes_its_subscriptions_once_it_listens_again() {
+    let store = pg_cluster("events-retire-unheard");
+    let (_a, coord_a, _b, coord_b, _s3) = two_hosts_on_s3("events-retire-unheard", &store);
+    // Host b's connections, its revocations' among them, are made.
+    coord_a.provision_worker("alpha", "w0", 62);
+    coord_b.retire_worker("alpha", "w0");
+    let worker = coord_a.provision_worker("alpha", "w1", 63);
+    let mut socket = Socket::open(&coord_a);
+    let id = socket.subscribed(&worker, "projects/alpha", None);
+
+    // No host can listen (their listening connections end, and no new
+    // connection is taken) while the worker is retired through b.
+    psql(
+        &store,
+        "ALTER DATABASE postgres WITH ALLOW_CONNECTIONS false",
+    );
+    psql(
+        &store,
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE datname = 'postgres' AND query LIKE 'LISTEN%'",
+    );
+    coord_b.retire_worker("alpha", "w1");
+    psql(
+        &store,
+        "ALTER DATABASE postgres WITH ALLOW_CONNECTIONS true",
+    );
+    // Listening again, host a reads what was revoked meanwhile.
+    assert_eq!(closing_reason(&mut socket, &id), "expired");
 }

@@ -94,7 +94,7 @@ enum Service {
     /// in a whole run, over what every other row wrote).
     Backup,
     /// The journal append and the signed publish through two labd sharing
-    /// one PostgreSQL store, against one labd on LMDB.
+    /// one PostgreSQL store and one S3 bucket, against one labd on LMDB.
     Shared,
     /// Blob puts and gets with the blobs on S3, beside local files.
     S3,

@@ -211,13 +211,23 @@ async fn run(settings: Settings) -> Result<()> {
     // On a shared store, the journal publishes its advances to the other
     // hosts and the coordination service hears theirs (`events::shared`),
     // unless it follows a journal's stream instead.
-    let hears_store = matches!(source, events::Source::Local | events::Source::Shared)
-        && names.contains(&"coord");
+    // Every coordination host on a shared store hears the other hosts'
+    // revocations (events::shared, invariant 7).
+    let hears_advances = matches!(source, events::Source::Local | events::Source::Shared);
     let hub = events::Hub::new(source);
     let publisher = shared_store.as_ref().and_then(|store| {
         let origin = events::shared::origin();
-        if hears_store {
-            events::shared::listen(store.config().clone(), origin.clone(), Arc::downgrade(&hub));
+        if names.contains(&"coord") {
+            events::shared::listen(
+                store.config().clone(),
+                origin.clone(),
+                Arc::downgrade(&hub),
+                hears_advances,
+            );
+            hub.share_revocations(events::shared::Revoker::new(
+                store.config().clone(),
+                origin.clone(),
+            ));
         }
         names.contains(&"journal").then(|| {
             events::shared::Publisher::start(

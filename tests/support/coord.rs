@@ -286,9 +286,20 @@ pub fn same_world(labd: &Labd) -> Vec<String> {
 /// A second `labd` with `args`, in `first`'s world, and its coordination
 /// service answering to `audience` (which `first` must answer to as well).
 pub fn second_host(name: &str, first: &Labd, audience: &str, args: &[&str]) -> (Labd, Coord) {
+    second_host_in_env(name, first, audience, args, Vec::new())
+}
+
+/// [`second_host`] with `env` added to its environment.
+pub fn second_host_in_env(
+    name: &str,
+    first: &Labd,
+    audience: &str,
+    args: &[&str],
+    env: Vec<(String, String)>,
+) -> (Labd, Coord) {
     let mut args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
     args.extend(same_world(first));
-    let labd = Labd::start(name, &args.iter().map(String::as_str).collect::<Vec<_>>());
+    let labd = Labd::start_in_env(super::temp_dir(name), args, env);
     let coord = Coord {
         client: labd.coord(),
         audience: audience.into(),
@@ -355,6 +366,38 @@ impl Coord {
     pub fn project(&self, label: &str) {
         let body = json!({ "operation_id": format!("project-{label}"), "label": label });
         self.ok(&self.admin(), &Req::json("create_project", &body), 201);
+    }
+
+    /// The worker `worker` of `project`, provisioned with the key of
+    /// `seed` and a grant to read the project: the worker, as a holder.
+    pub fn provision_worker(&self, project: &str, worker: &str, seed: u8) -> Holder {
+        let key = key(seed);
+        let body = json!({
+            "operation_id": format!("provision-{project}-{worker}"),
+            "project": project,
+            "worker": worker,
+            "principal": Principal::of(&key).to_string(),
+            "permissions": [{ "kind": "read", "path": ["projects", project] }],
+            "valid_until": now() + DAY,
+        });
+        let provisioned = self.ok(&self.admin(), &Req::json("provision_worker", &body), 201);
+        let grants = provisioned["grants"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| Grant::from_json_bytes(g.to_string().as_bytes()).unwrap())
+            .collect();
+        Holder { key, grants }
+    }
+
+    /// Retires the worker `worker` of `project`.
+    pub fn retire_worker(&self, project: &str, worker: &str) {
+        let body = json!({
+            "operation_id": format!("retire-{project}-{worker}"),
+            "project": project,
+            "worker": worker,
+        });
+        self.ok(&self.admin(), &Req::json("retire_worker", &body), 201);
     }
 
     /// An artifact at `path` with `bytes`; answers its content occurrence.

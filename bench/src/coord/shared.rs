@@ -41,6 +41,7 @@ struct Deployment {
 pub async fn run(binary: &Path, scratch: &Path, time: Duration) -> Result<Vec<Row>> {
     progress("shared store: setup");
     let dir = scratch.join("shared");
+    std::fs::create_dir_all(&dir)?;
     // On this thread, a runtime worker that lives as long as the bench:
     // the server dies with the thread that started it.
     let Some(cluster) =

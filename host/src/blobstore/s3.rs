@@ -30,7 +30,6 @@
 //!    response carrying a whole blob is hashed as it goes and cut short of
 //!    its last chunk unless it hashes to the name (`parts.rs`).
 //! 5. There are no totals: the bucket is shared and not listed.
-//!
 //! 6. The parts being written are held in memory, and every writer
 //!    charges what its buffer occupies (its capacity, in [`CHARGE_UNIT`]s)
 //!    against one budget, `--blob-upload-memory-mib`, before it allocates

@@ -70,9 +70,16 @@ impl subscriptions::Host for RequestState {
             .is_some_and(|hub| hub.close(connection, &id)))
     }
 
+    /// A revocation other hosts cannot be told of fails the request (a
+    /// trap): the grants are revoked already, and a retry of the request
+    /// revokes them again, which tells them.
     async fn revoke(&mut self, grants: Vec<String>) -> Result<()> {
         if let Some(hub) = &self.env.hub {
-            hub.revoke(&grants);
+            hub.revoke_everywhere(&grants).await.map_err(|e| {
+                wasmtime::Error::msg(format!(
+                    "the revocation could not be told to the other hosts: {e}"
+                ))
+            })?;
         }
         Ok(())
     }

@@ -99,6 +99,8 @@ pub struct Hub {
     /// Wakes a follower of a remote journal when the last subscription
     /// ended.
     idle: Arc<Notify>,
+    /// On a shared store, where revocations go for the other hosts.
+    revoker: std::sync::OnceLock<Arc<shared::Revoker>>,
 }
 
 #[derive(Default)]
@@ -214,6 +216,7 @@ impl Hub {
             source,
             schedule: Arc::new(Notify::new()),
             idle: Arc::new(Notify::new()),
+            revoker: std::sync::OnceLock::new(),
         });
         tokio::spawn(sweep(Arc::downgrade(&hub), Arc::clone(&hub.schedule)));
         hub
@@ -359,9 +362,28 @@ impl Hub {
     /// Closes with `expired` every open subscription authorized through one
     /// of `grants`.
     pub fn revoke(&self, grants: &[String]) {
+        if grants.is_empty() {
+            return;
+        }
+        let grants: std::collections::HashSet<&str> = grants.iter().map(String::as_str).collect();
         self.close_where(Reason::Expired, |s| {
-            s.grants.iter().any(|g| grants.contains(g))
+            s.grants.iter().any(|g| grants.contains(g.as_str()))
         });
+    }
+
+    /// Revokes `grants` here and, on a shared store, on every other host
+    /// (`shared`, invariant 7): answered once the other hosts can hear it.
+    pub async fn revoke_everywhere(&self, grants: &[String]) -> Result<(), String> {
+        self.revoke(grants);
+        match self.revoker.get() {
+            Some(revoker) if !grants.is_empty() => revoker.publish(grants).await,
+            _ => Ok(()),
+        }
+    }
+
+    /// Makes revocations reach the other hosts of a shared store.
+    pub fn share_revocations(&self, revoker: Arc<shared::Revoker>) {
+        let _ = self.revoker.set(revoker);
     }
 
     /// Closes with `expired` every subscription whose `expires_at` is at or

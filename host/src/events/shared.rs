@@ -54,6 +54,16 @@
 //!    re-reads its scope after that frame sees every advance it missed,
 //!    and every later one reaches it as an event. Subscriptions stay open
 //!    meanwhile.
+//! 7. **A revocation closes subscriptions on every host, lost or not.**
+//!    A coordination host that revokes grants closes its own
+//!    subscriptions, then ([`Revoker`]) records the grants in the store's
+//!    `lab_revoked` and notifies them on [`CHANNEL`] in one statement, so
+//!    both happen or neither, before the revoking request is answered;
+//!    every host that hears them closes the subscriptions they authorized
+//!    (`expired`). A host that (re)starts listening reads `lab_revoked`
+//!    whole once `LISTEN` took effect, so what it missed while it did not
+//!    listen closes then. Every coordination host on the store listens,
+//!    also one that follows a journal's stream for its advances.
 
 use super::subscription::Journal;
 use super::{Advance, Hub};
@@ -95,6 +105,9 @@ struct Wire {
     advances: Vec<WireAdvance>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     lost: bool,
+    /// Grant digests revoked (invariant 7).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    revoked: Vec<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -146,6 +159,7 @@ fn payloads(origin: &str, advances: &[Advance], lost: bool) -> (Vec<String>, boo
             origin: origin.to_string(),
             advances: Vec::new(),
             lost: true,
+            revoked: Vec::new(),
         };
         out.insert(0, serde_json::to_string(&loss).expect("a loss serializes"));
     }
@@ -156,14 +170,42 @@ fn json_string(text: &str) -> String {
     serde_json::to_string(text).expect("a string serializes")
 }
 
+/// The payloads that carry the revocation of `grants`, each at most
+/// [`MAX_PAYLOAD`] bytes.
+fn revocation_payloads(origin: &str, grants: &[String]) -> Vec<String> {
+    let payload = |revoked: Vec<String>| {
+        serde_json::to_string(&Wire {
+            origin: origin.to_string(),
+            advances: Vec::new(),
+            lost: false,
+            revoked,
+        })
+        .expect("a revocation serializes")
+    };
+    let mut out = Vec::new();
+    let mut current: Vec<String> = Vec::new();
+    for grant in grants {
+        current.push(grant.clone());
+        if current.len() > 1 && payload(current.clone()).len() > MAX_PAYLOAD {
+            let last = current.pop().expect("pushed above");
+            out.push(payload(std::mem::replace(&mut current, vec![last])));
+        }
+    }
+    if !current.is_empty() {
+        out.push(payload(current));
+    }
+    out
+}
+
 /// What a notification says, once read.
 #[derive(Debug, PartialEq, Eq)]
 enum Heard {
     /// Published by this host: its hub had it already.
     Own,
-    Advances {
+    News {
         advances: Vec<Advance>,
         lost: bool,
+        revoked: Vec<String>,
     },
     Unreadable(String),
 }
@@ -188,23 +230,34 @@ fn read(origin: &str, payload: &str) -> Heard {
             cutoff: a.cutoff,
         })
         .collect();
-    Heard::Advances {
+    Heard::News {
         advances,
         lost: wire.lost,
+        revoked: wire.revoked,
     }
 }
 
-/// Takes one notification into `hub`.
-fn hear(hub: &Hub, origin: &str, payload: &str) {
+/// Takes one notification into `hub`: its revocations always, its
+/// advances when `advances` (the hub takes them from the store).
+fn hear(hub: &Hub, origin: &str, payload: &str, advances_too: bool) {
     if !hub.listening() {
         return;
     }
     match read(origin, payload) {
         Heard::Own => {}
-        Heard::Advances { advances, lost } => {
-            hub.announce(&advances);
-            if lost {
-                hub.lose_all();
+        Heard::News {
+            advances,
+            lost,
+            revoked,
+        } => {
+            if !revoked.is_empty() {
+                hub.revoke(&revoked);
+            }
+            if advances_too {
+                hub.announce(&advances);
+                if lost {
+                    hub.lose_all();
+                }
             }
         }
         Heard::Unreadable(why) => {
@@ -368,9 +421,77 @@ async fn send(client: &Client, payloads: &[String]) -> Result<(), String> {
     }
 }
 
-/// Listens on [`CHANNEL`] for as long as `hub` lives, announcing what other
-/// hosts publish to it (invariant 6 for a lost connection).
-pub fn listen(mut config: Config, origin: String, hub: Weak<Hub>) {
+/// A coordination host's side of revocations across hosts (invariant 7).
+pub struct Revoker {
+    config: Config,
+    origin: String,
+    client: tokio::sync::Mutex<Option<Client>>,
+}
+
+/// Records the grants in `$1` and notifies the payloads in `$3` on the
+/// channel `$2`: one statement, so one transaction.
+const REVOKE: &str = "WITH recorded AS (\
+     INSERT INTO lab_revoked (grant_digest) SELECT unnest($1::text[]) \
+     ON CONFLICT DO NOTHING) \
+     SELECT pg_notify($2, p) FROM unnest($3::text[]) AS p";
+
+impl Revoker {
+    pub fn new(config: Config, origin: String) -> Arc<Revoker> {
+        Arc::new(Revoker {
+            config,
+            origin,
+            client: tokio::sync::Mutex::new(None),
+        })
+    }
+
+    /// Records and notifies the revocation of `grants`; a lost connection
+    /// is made again once.
+    pub async fn publish(&self, grants: &[String]) -> Result<(), String> {
+        let payloads = revocation_payloads(&self.origin, grants);
+        let grants = grants.to_vec();
+        let parameters: [(&(dyn ToSql + Sync), Type); 3] = [
+            (&grants, Type::TEXT_ARRAY),
+            (&CHANNEL, Type::TEXT),
+            (&payloads, Type::TEXT_ARRAY),
+        ];
+        let mut client = self.client.lock().await;
+        let mut failure = String::new();
+        for _ in 0..2 {
+            if client.as_ref().is_none_or(Client::is_closed) {
+                *client = match connect(&self.config).await {
+                    Ok(c) => Some(c),
+                    Err(e) => {
+                        failure = e;
+                        continue;
+                    }
+                };
+            }
+            let c = client.as_ref().expect("connected above");
+            match tokio::time::timeout(CONNECT_WAIT, c.query_typed(REVOKE, &parameters)).await {
+                Ok(Ok(_)) => return Ok(()),
+                Ok(Err(e)) => failure = describe(&e),
+                Err(_) => failure = format!("no answer within {CONNECT_WAIT:?}"),
+            }
+            *client = None;
+        }
+        Err(failure)
+    }
+}
+
+/// Every grant ever revoked through the store.
+async fn revoked(client: &Client) -> Result<Vec<String>, String> {
+    let read = client.query("SELECT grant_digest FROM lab_revoked", &[]);
+    match tokio::time::timeout(CONNECT_WAIT, read).await {
+        Ok(Ok(rows)) => Ok(rows.iter().map(|row| row.get(0)).collect()),
+        Ok(Err(e)) => Err(describe(&e)),
+        Err(_) => Err(format!("no answer within {CONNECT_WAIT:?}")),
+    }
+}
+
+/// Listens on [`CHANNEL`] for as long as `hub` lives: revocations always
+/// (invariant 7), and what other hosts publish announced to it when
+/// `advances` (invariant 6 for a lost connection).
+pub fn listen(mut config: Config, origin: String, hub: Weak<Hub>, advances: bool) {
     let (idle, interval, retries) = KEEPALIVE;
     config
         .keepalives(true)
@@ -380,7 +501,7 @@ pub fn listen(mut config: Config, origin: String, hub: Weak<Hub>) {
     tokio::spawn(async move {
         let mut wait = RETRY_FIRST;
         loop {
-            let why = match listen_once(&config, &origin, &hub, &mut wait).await {
+            let why = match listen_once(&config, &origin, &hub, advances, &mut wait).await {
                 Listened::HubGone => return,
                 Listened::Lost(why) => why,
             };
@@ -405,6 +526,7 @@ async fn listen_once(
     config: &Config,
     origin: &str,
     hub: &Weak<Hub>,
+    advances: bool,
     wait: &mut Duration,
 ) -> Listened {
     let (client, mut connection) =
@@ -421,7 +543,7 @@ async fn listen_once(
             match message {
                 Some(Ok(AsyncMessage::Notification(n))) if n.channel() == CHANNEL => {
                     let hub = heard_by.upgrade()?;
-                    hear(&hub, &origin, n.payload());
+                    hear(&hub, &origin, n.payload(), advances);
                 }
                 Some(Ok(_)) => {}
                 Some(Err(e)) => return Some(describe(&e)),
@@ -449,8 +571,20 @@ async fn listen_once(
         driver.abort();
         return Listened::HubGone;
     };
-    // Whatever was notified before this instant may have been missed.
-    hub_now.lose_all();
+    // Whatever was notified before this instant may have been missed:
+    // advances are a gap, revocations are read back (invariant 7).
+    if advances {
+        hub_now.lose_all();
+    }
+    if hub_now.listening() {
+        match revoked(&client).await {
+            Ok(grants) => hub_now.revoke(&grants),
+            Err(e) => {
+                driver.abort();
+                return Listened::Lost(e);
+            }
+        }
+    }
     drop(hub_now);
     *wait = RETRY_FIRST;
     tracing::info!("listening to other hosts' advances");
@@ -494,8 +628,12 @@ mod tests {
         for payload in &payloads {
             assert!(payload.len() <= MAX_PAYLOAD, "{}", payload.len());
             match read("other", payload) {
-                Heard::Advances { advances, lost } => {
-                    assert!(!lost);
+                Heard::News {
+                    advances,
+                    lost,
+                    revoked,
+                } => {
+                    assert!(!lost && revoked.is_empty());
                     read_back.extend(advances);
                 }
                 heard => panic!("{heard:?}"),
@@ -512,18 +650,44 @@ mod tests {
         assert_eq!(payloads.len(), 2);
         assert_eq!(
             read("other", &payloads[0]),
-            Heard::Advances {
+            Heard::News {
                 advances: Vec::new(),
-                lost: true
+                lost: true,
+                revoked: Vec::new(),
             }
         );
         assert_eq!(
             read("other", &payloads[1]),
-            Heard::Advances {
+            Heard::News {
                 advances: vec![advance("short", 1, 2)],
-                lost: false
+                lost: false,
+                revoked: Vec::new(),
             }
         );
+    }
+
+    #[test]
+    fn revocations_fit_the_limit_and_read_back_whole() {
+        let grants: Vec<String> = (0..300).map(|i| format!("sha256:{i:064}")).collect();
+        let payloads = revocation_payloads("me", &grants);
+        assert!(payloads.len() > 1, "{}", payloads.len());
+        let mut read_back = Vec::new();
+        for payload in &payloads {
+            assert!(payload.len() <= MAX_PAYLOAD, "{}", payload.len());
+            match read("other", payload) {
+                Heard::News {
+                    advances,
+                    lost,
+                    revoked,
+                } => {
+                    assert!(advances.is_empty() && !lost);
+                    read_back.extend(revoked);
+                }
+                heard => panic!("{heard:?}"),
+            }
+        }
+        assert_eq!(read_back, grants);
+        assert_eq!(read("me", &payloads[0]), Heard::Own);
     }
 
     #[test]

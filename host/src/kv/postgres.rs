@@ -67,6 +67,7 @@ const SCHEMA: &str = "
         pair bytea NOT NULL,
         expires_at bigint NOT NULL,
         PRIMARY KEY (service, pair));
+    CREATE TABLE IF NOT EXISTS lab_revoked (grant_digest text PRIMARY KEY);
 ";
 const LOCK: &str = "SELECT 1 FROM lab_kv_writer WHERE namespace = $1 FOR UPDATE";
 const GET: &str = "SELECT value FROM lab_kv WHERE namespace = $1 AND key = $2";
