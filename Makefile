@@ -5,7 +5,7 @@ CARGO ?= cargo
 COMPONENTS := lab-bytes lab-journal lab-coord lab-coord-auth lab-probe lab-kit lab-guest lab-tool-reach
 # Releases build without the standard library; checked on their own, so
 # that the service components' features (wit-bindgen's `std`) stay apart.
-# The black-box suites that run on each key-value backend.
+# The black-box suites that run again on two labd sharing PostgreSQL and S3.
 STORE_SUITES := bytes journal coord coord_declare coord_apply coord_authority coord_views coord_subscribe coord_ws coord_tools events reproduce
 TOOLS := lab-tool-guest lab-tool-upper lab-tool-hostile lab-tool-effects lab-tool-jsonschema lab-tool-unpack lab-tool-profile
 
@@ -34,13 +34,12 @@ run-cluster: setup postgres
 	scripts/run-cluster.sh
 
 ## make test: formatting, lints, unit tests and the black-box tests; then
-## the services' black-box suites again with their state in PostgreSQL,
-## and again on two labd sharing one PostgreSQL store and one S3 bucket
-## (an S3 server of each test's own, lab-s3server: nothing to install),
-## each request going to either; and the bytes suite on S3 alone.
+## the services' black-box suites again on two labd sharing one PostgreSQL
+## store and one S3 bucket (a cluster and an S3 server of each test's own,
+## lab-s3server: nothing to install), each request going to either; and
+## the bytes suite on S3 alone.
 test: setup postgres lint
 	$(CARGO) test --workspace
-	LAB_TEST_STORE=postgres $(CARGO) test -p labd $(addprefix --test ,$(STORE_SUITES))
 	LAB_TEST_STORE=postgres LAB_TEST_HOSTS=2 LAB_TEST_BLOBS=s3 $(CARGO) test -p labd $(addprefix --test ,$(STORE_SUITES))
 	LAB_TEST_BLOBS=s3 $(CARGO) test -p labd --test bytes
 

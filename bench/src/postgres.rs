@@ -70,7 +70,8 @@ impl Postgres {
             .user(lab_pgcluster::USER)
             .dbname(lab_pgcluster::DATABASE)
             .connect(NoTls)
-            .await?;
+            .await
+            .map_err(|e| anyhow::anyhow!("connect to PostgreSQL: {e:?}"))?;
         tokio::spawn(connection);
         Ok(client)
     }

@@ -5,8 +5,11 @@
 //! line so that no local configuration weakens it).
 //!
 //! The server is started through `setpriv`, which execs it, with a
-//! parent-death signal, so that it is killed when the thread that started
-//! it ends, whatever way the caller ends: no server outlives its test. When
+//! parent-death signal, from a thread kept for it until the cluster is
+//! stopped or dropped: it is killed when that thread ends, and so whatever
+//! way the caller's process ends, but not when the thread that started it
+//! ends (a runtime's worker may be retired): no server outlives its
+//! process. When
 //! the caller is root it runs as the unprivileged `nobody` (PostgreSQL
 //! refuses to run as root), and its files are in a directory of its own
 //! under /tmp, handed to that user.
@@ -18,6 +21,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// Clusters this process made, numbering their directories.
@@ -40,7 +44,7 @@ pub struct Cluster {
     bin: PathBuf,
     dir: PathBuf,
     root: bool,
-    child: Option<Child>,
+    child: Option<Kept>,
     /// `PostgreSQL` and the server's version number.
     pub version: String,
 }
@@ -88,6 +92,7 @@ impl Cluster {
         // directory), but in a directory of its own under /tmp, removed
         // when the cluster is dropped.
         let dir = if root {
+            remove_orphans();
             let own = PathBuf::from("/tmp").join(format!(
                 "lab-pgcluster-{}-{}",
                 std::process::id(),
@@ -140,7 +145,7 @@ impl Cluster {
         self.dir.join("data")
     }
 
-    /// A program of the cluster, killed when the calling thread ends, and
+    /// A program of the cluster, killed when the spawning thread ends, and
     /// as the unprivileged user when the caller is root; `setpriv` execs
     /// the program, so the child is the program.
     fn command(&self, program: &str) -> Command {
@@ -190,8 +195,8 @@ impl Cluster {
             return Ok(());
         }
         let pid_file = self.data().join("postmaster.pid");
-        let child = self
-            .command("postgres")
+        let mut command = self.command("postgres");
+        command
             .arg("-D")
             .arg(self.data())
             .args(["-c", "listen_addresses=", "-c"])
@@ -199,17 +204,16 @@ impl Cluster {
             .args(["-c", "fsync=on", "-c", "synchronous_commit=on"])
             .args(["-c", "full_page_writes=on", "-c", "max_connections=200"])
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()?;
-        self.child = Some(child);
+            .stderr(Stdio::null());
+        self.child = Some(Kept::spawn(command)?);
         let started = Instant::now();
         loop {
             let status = std::fs::read_to_string(&pid_file).unwrap_or_default();
             if status.lines().nth(STATUS_LINE).map(str::trim) == Some("ready") {
                 return Ok(());
             }
-            let child = self.child.as_mut().expect("just started");
-            if let Some(exit) = child.try_wait()? {
+            let kept = self.child.as_mut().expect("just started");
+            if let Some(exit) = kept.child.try_wait()? {
                 self.child = None;
                 return Err(failed("postgres exited", exit));
             }
@@ -225,12 +229,66 @@ impl Cluster {
     ///
     /// [`resume`]: Cluster::resume
     pub fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
+        if let Some(mut kept) = self.child.take() {
             let _ = Command::new("kill")
-                .args(["-INT", &child.id().to_string()])
+                .args(["-INT", &kept.child.id().to_string()])
                 .status();
-            let _ = child.wait();
+            let _ = kept.child.wait();
         }
+    }
+}
+
+/// Removes the directories of clusters whose process is gone (killed
+/// before it could drop them): `/tmp/lab-pgcluster-<pid>-<n>`.
+fn remove_orphans() {
+    let Ok(entries) = std::fs::read_dir("/tmp") else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("lab-pgcluster-"))
+            .and_then(|rest| rest.split('-').next())
+        else {
+            continue;
+        };
+        if !Path::new("/proc").join(pid).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// A child with a parent-death signal, and the thread that spawned it,
+/// which lives until this is dropped.
+struct Kept {
+    child: Child,
+    /// Ends the keeping thread when dropped.
+    _release: mpsc::Sender<()>,
+}
+
+impl Kept {
+    fn spawn(mut command: Command) -> io::Result<Kept> {
+        let (spawned_tx, spawned) = mpsc::channel();
+        let (release, released) = mpsc::channel::<()>();
+        std::thread::Builder::new()
+            .name("lab-pgcluster".into())
+            .spawn(move || {
+                let spawned = command.spawn();
+                let keep = spawned.is_ok();
+                let _ = spawned_tx.send(spawned);
+                if keep {
+                    // Until the sender drops: then `recv` fails.
+                    let _ = released.recv();
+                }
+            })?;
+        let child = spawned
+            .recv()
+            .map_err(|_| io::Error::other("the keeping thread ended"))??;
+        Ok(Kept {
+            child,
+            _release: release,
+        })
     }
 }
 
