@@ -147,7 +147,9 @@ fn main() -> Result<()> {
         }
         Some(_) => None,
     };
-    let s3_bytes = s3.as_ref().map(|(_, labd)| labd.operations);
+    let s3_bytes = s3
+        .as_ref()
+        .map(|(server, labd)| (labd.operations, s3::Endpoint::of(server)));
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads)
@@ -220,8 +222,8 @@ fn main() -> Result<()> {
             if only == Some(Service::Backup) {
                 backup::fill(bytes).await?;
             }
-            if let Some(s3_bytes) = s3_bytes {
-                rows.extend(measure::s3_rows(bytes, s3_bytes).await?);
+            if let Some((s3_bytes, endpoint)) = s3_bytes {
+                rows.extend(measure::s3_rows(bytes, s3_bytes, endpoint).await?);
             }
             if let Some((coord, releases)) = tools {
                 rows.extend(tools::run(coord, &releases.upper).await?);

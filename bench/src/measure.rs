@@ -694,7 +694,11 @@ fn hex(bytes: &[u8]) -> String {
 /// Blob puts and whole gets through a labd whose blobs are on S3, each
 /// beside the same through `local`, a labd on local files, in alternating
 /// rounds: what the bucket costs a request.
-pub async fn s3_rows(local: SocketAddr, s3: SocketAddr) -> Result<Vec<Row>> {
+pub async fn s3_rows(
+    local: SocketAddr,
+    s3: SocketAddr,
+    endpoint: crate::s3::Endpoint,
+) -> Result<Vec<Row>> {
     // One part, and several (a multipart upload, a copy, a delete).
     const SIZES: [(&str, usize, u64); 2] = [("1 MiB", 1 << 20, 100), ("32 MiB", 32 << 20, 6)];
     let mut rng = Xorshift::from_clock();
@@ -706,6 +710,7 @@ pub async fn s3_rows(local: SocketAddr, s3: SocketAddr) -> Result<Vec<Row>> {
         rng.fill(&mut data);
         let (mut put_s3, mut put_local) = (Rate::default(), Rate::default());
         let (mut get_s3, mut get_local) = (Rate::default(), Rate::default());
+        let mut direct = Rate::default();
         for _ in 0..ROUNDS {
             for (addr, put, get) in [
                 (s3, &mut put_s3, &mut get_s3),
@@ -719,6 +724,16 @@ pub async fn s3_rows(local: SocketAddr, s3: SocketAddr) -> Result<Vec<Row>> {
                     bytes: Bytes::from(data.clone()),
                 };
                 get.add(gets(addr, &blob, bound.share(ROUNDS)).await?);
+                if addr == s3 {
+                    let (count, elapsed) = endpoint
+                        .whole_reads(&name, size as u64, bound.share(ROUNDS))
+                        .await?;
+                    direct.add(Rate {
+                        count,
+                        bytes: count * size as u64,
+                        elapsed,
+                    });
+                }
             }
         }
         for (what, figure, baseline) in [("put", put_s3, put_local), ("get", get_s3, get_local)] {
@@ -735,6 +750,16 @@ pub async fn s3_rows(local: SocketAddr, s3: SocketAddr) -> Result<Vec<Row>> {
                 "none (a loopback S3 server over files)".to_string(),
             ));
         }
+        rows.push(Row::new(
+            format!(
+                "  ceiling: get {label} straight from the S3 server, 1 MiB ranges (n={})",
+                direct.count
+            ),
+            format!("{:.1} (labd's S3 client alone)", direct.mb_per_s()),
+            format!("{:.1} get through labd", get_s3.mb_per_s()),
+            percent(get_s3.mb_per_s() / direct.mb_per_s()),
+            "-".to_string(),
+        ));
     }
     Ok(rows)
 }
