@@ -624,8 +624,16 @@ mod tests {
         let (payloads, too_long) = payloads("me", &advances, false);
         assert!(!too_long);
         assert!(payloads.len() > 1, "{}", payloads.len());
-        let mut read_back = Vec::new();
-        for payload in &payloads {
+        let (read_back, lost, revoked) = read_all(&payloads);
+        assert!(!lost && revoked.is_empty());
+        assert_eq!(read_back, advances);
+    }
+
+    /// What `payloads` say together, as another host reads them; each
+    /// within the limit.
+    fn read_all(payloads: &[String]) -> (Vec<Advance>, bool, Vec<String>) {
+        let mut all = (Vec::new(), false, Vec::new());
+        for payload in payloads {
             assert!(payload.len() <= MAX_PAYLOAD, "{}", payload.len());
             match read("other", payload) {
                 Heard::News {
@@ -633,13 +641,14 @@ mod tests {
                     lost,
                     revoked,
                 } => {
-                    assert!(!lost && revoked.is_empty());
-                    read_back.extend(advances);
+                    all.0.extend(advances);
+                    all.1 |= lost;
+                    all.2.extend(revoked);
                 }
                 heard => panic!("{heard:?}"),
             }
         }
-        assert_eq!(read_back, advances);
+        all
     }
 
     #[test]
@@ -671,21 +680,8 @@ mod tests {
         let grants: Vec<String> = (0..300).map(|i| format!("sha256:{i:064}")).collect();
         let payloads = revocation_payloads("me", &grants);
         assert!(payloads.len() > 1, "{}", payloads.len());
-        let mut read_back = Vec::new();
-        for payload in &payloads {
-            assert!(payload.len() <= MAX_PAYLOAD, "{}", payload.len());
-            match read("other", payload) {
-                Heard::News {
-                    advances,
-                    lost,
-                    revoked,
-                } => {
-                    assert!(advances.is_empty() && !lost);
-                    read_back.extend(revoked);
-                }
-                heard => panic!("{heard:?}"),
-            }
-        }
+        let (advances, lost, read_back) = read_all(&payloads);
+        assert!(advances.is_empty() && !lost);
         assert_eq!(read_back, grants);
         assert_eq!(read("me", &payloads[0]), Heard::Own);
     }
