@@ -636,6 +636,11 @@ fn a_run_beyond_the_concurrent_runs_fails_naming_the_limit() {
             "3000",
         ],
     );
+    // The run slots are one host's: both applications go to it.
+    let coord = Coord {
+        client: support::Client::of(coord.client.address),
+        ..coord
+    };
     let input = coord.alpha();
     let publisher = coord.publisher();
     let looping = application("run-1", APP, "hostile", json!({}), json!("loop"));

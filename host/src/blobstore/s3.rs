@@ -158,7 +158,10 @@ fn block_on<F: Future>(future: F) -> F::Output {
     }
     let waker = Arc::new(Unpark(std::thread::current())).into();
     let mut context = Context::from_waker(&waker);
-    let mut future = pin!(future);
+    // Out of tokio's cooperative budget: a caller on a runtime's worker
+    // (a tool run writing outputs) never yields to it, so a budget spent
+    // would defer the wake-up until a yield that never comes.
+    let mut future = pin!(tokio::task::unconstrained(future));
     loop {
         if let Poll::Ready(output) = future.as_mut().poll(&mut context) {
             return output;
@@ -618,5 +621,48 @@ impl S3Reader {
             )));
         }
         Ok(bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A blocking call on a runtime's worker that never yields (a tool run
+    /// writing outputs) completes however many it makes: waiting on the
+    /// store's runtime spends none of the worker's cooperative budget.
+    #[test]
+    fn blocking_writes_from_a_runtime_worker_never_wait_on_its_budget() {
+        let dir = std::env::temp_dir().join(format!("lab-s3-budget-{}", std::process::id()));
+        let server = lab_s3server::S3Server::start(&dir, "budget", ([127, 0, 0, 1], 0).into())
+            .expect("an S3 server");
+        // This test's process is the only reader of these variables.
+        for (name, value) in server.env() {
+            std::env::set_var(name, value);
+        }
+        let memory = UploadMemory::new(256 << 20, Duration::from_secs(2));
+        let store = Arc::new(S3Store::open("budget", memory).expect("the bucket"));
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let (done, ended) = std::sync::mpsc::channel();
+        runtime.spawn(async move {
+            // Far past tokio's budget of 128 operations per poll.
+            for _ in 0..400 {
+                let mut writer = S3Writer::new(&store, 1 << 20);
+                writer.write(b"x").expect("a write");
+            }
+            let _ = done.send(());
+        });
+        if ended.recv_timeout(Duration::from_secs(60)).is_err() {
+            // Its worker is parked for good: the runtime cannot be dropped.
+            std::mem::forget(runtime);
+            panic!("the writes did not end within a minute");
+        }
+        runtime.shutdown_background();
+        drop(server);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
