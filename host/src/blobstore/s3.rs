@@ -37,9 +37,9 @@
 //!    charge that cannot be met within the wait refuses the write as
 //!    unavailable; what a writer holds is released when it drops.
 //!
-//! Every call runs on this store's own runtime, so a blocking caller (the
-//! tool sandbox, the start) waits on a thread of its own without starving
-//! the request threads, and a request awaits it without blocking one.
+//! Every call runs on this store's own runtime, so a request awaits it
+//! without blocking a request thread, and a blocking caller (the tool
+//! sandbox, the start) parks its own thread until it ends ([`block_on`]).
 
 use super::{random_16, Digest32, WriteError};
 use object_store::aws::{AmazonS3, AmazonS3Builder};
