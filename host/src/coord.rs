@@ -323,10 +323,7 @@ fn store_component(
 /// at or before it (contracts/coordination/AUTH.md, step 3). A reload
 /// happens within the same process, so it moves nothing.
 fn host_started() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_secs()
+    crate::clock::unix_now()
 }
 
 #[cfg(test)]

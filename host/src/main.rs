@@ -31,6 +31,7 @@ mod blobstore;
 mod body;
 mod capabilities;
 mod check;
+mod clock;
 mod coord;
 mod dispatch;
 mod durable;
@@ -209,10 +210,9 @@ async fn run(settings: Settings) -> Result<()> {
     // it, and the followers of its advance stream, through the feed.
     let source = advance_source(&settings, &names, shared_store.is_some())?;
     // On a shared store, the journal publishes its advances to the other
-    // hosts and the coordination service hears theirs (`events::shared`),
-    // unless it follows a journal's stream instead.
-    // Every coordination host on a shared store hears the other hosts'
-    // revocations (events::shared, invariant 7).
+    // hosts, and the coordination service listens to theirs: always for
+    // revocations, and for advances unless it follows a journal's stream
+    // (`events::shared`).
     let hears_advances = matches!(source, events::Source::Local | events::Source::Shared);
     let hub = events::Hub::new(source);
     let publisher = shared_store.as_ref().and_then(|store| {
@@ -225,7 +225,7 @@ async fn run(settings: Settings) -> Result<()> {
                 hears_advances,
             );
             hub.share_revocations(events::shared::Revoker::new(
-                store.config().clone(),
+                Arc::clone(store),
                 origin.clone(),
             ));
         }

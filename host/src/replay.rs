@@ -4,7 +4,6 @@
 //! ([`Replay::Store`], `kv::postgres`), where every host finds them.
 //!
 //! Invariants of the table in memory:
-//! Invariants:
 //! 1. Check and insert are one step under one lock: of two requests
 //!    inserting the same pair, exactly one hears `Inserted`.
 //! 2. A pair is kept until its expiry (the host's clock, Unix seconds);
@@ -26,15 +25,6 @@ pub enum Insert {
     Inserted,
     Present,
     Full,
-}
-
-/// The host's clock in Unix seconds: the clock the services' proofs are
-/// judged by (`clock.now`).
-pub fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_secs()
 }
 
 /// Where one service's pairs are kept.

@@ -3,7 +3,8 @@
 
 use super::RequestState;
 use crate::bindings::replay::{self, InsertOutcome};
-use crate::replay::{unix_now as now, Insert};
+use crate::clock::unix_now as now;
+use crate::replay::Insert;
 use wasmtime::Result;
 
 impl replay::Host for RequestState {

@@ -589,21 +589,13 @@ impl Drop for Connection {
     }
 }
 
-/// The clock subscriptions expire by, in Unix seconds.
-pub fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_secs()
-}
-
 /// Closes subscriptions as their `expires_at` comes, for as long as the
 /// hub lives: sleeps until the earliest expiry or until a subscription
 /// opens.
 async fn sweep(hub: Weak<Hub>, schedule: Arc<Notify>) {
     loop {
         let next = match hub.upgrade() {
-            Some(hub) => hub.expire(unix_now()),
+            Some(hub) => hub.expire(crate::clock::unix_now()),
             None => return,
         };
         let wait = match next {

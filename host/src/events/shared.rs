@@ -67,9 +67,10 @@
 
 use super::subscription::Journal;
 use super::{Advance, Hub};
-use crate::kv::postgres::describe;
+use crate::kv::postgres::{describe, PgStore};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 use tokio::sync::Notify;
@@ -352,16 +353,33 @@ impl Publisher {
     }
 }
 
-/// A connection of its own to the database, driven on a task.
-async fn connect(config: &Config) -> Result<Client, String> {
-    let (client, connection) = tokio::time::timeout(CONNECT_WAIT, config.connect(NoTls))
-        .await
-        .map_err(|_| format!("no connection within {CONNECT_WAIT:?}"))?
-        .map_err(|e| describe(&e))?;
-    tokio::spawn(async move {
-        let _ = connection.await;
-    });
-    Ok(client)
+/// What the server answered `request` (`what`), or why it did not within
+/// [`CONNECT_WAIT`].
+async fn answer<T>(
+    what: &str,
+    request: impl Future<Output = Result<T, tokio_postgres::Error>>,
+) -> Result<T, String> {
+    match tokio::time::timeout(CONNECT_WAIT, request).await {
+        Ok(Ok(answer)) => Ok(answer),
+        Ok(Err(e)) => Err(describe(&e)),
+        Err(_) => Err(format!("{what}: no answer within {CONNECT_WAIT:?}")),
+    }
+}
+
+/// `held`, connected first where it is not or no longer is: a connection
+/// of its own to the database, driven on a task.
+async fn connected<'c>(
+    held: &'c mut Option<Client>,
+    config: &Config,
+) -> Result<&'c Client, String> {
+    if held.as_ref().is_none_or(Client::is_closed) {
+        let (client, connection) = answer("a connection", config.connect(NoTls)).await?;
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        *held = Some(client);
+    }
+    Ok(held.as_ref().expect("connected above"))
 }
 
 /// Sends what the publisher holds, for as long as the process lives.
@@ -378,16 +396,9 @@ async fn publishing(config: Config, publisher: Arc<Publisher>) {
         if too_long {
             tracing::warn!("an advance too long for one notification was lost to other hosts");
         }
-        let sent = match client.as_ref().filter(|c| !c.is_closed()) {
-            Some(c) => send(c, &payloads).await,
-            None => match connect(&config).await {
-                Ok(c) => {
-                    let sent = send(&c, &payloads).await;
-                    client = Some(c);
-                    sent
-                }
-                Err(e) => Err(e),
-            },
+        let sent = match connected(&mut client, &config).await {
+            Ok(c) => send(c, &payloads).await,
+            Err(e) => Err(e),
         };
         match sent {
             Ok(()) => wait = RETRY_FIRST,
@@ -414,65 +425,31 @@ async fn send(client: &Client, payloads: &[String]) -> Result<(), String> {
         "SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p",
         &parameters,
     );
-    match tokio::time::timeout(CONNECT_WAIT, sent).await {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(e)) => Err(describe(&e)),
-        Err(_) => Err(format!("no answer within {CONNECT_WAIT:?}")),
-    }
+    answer("pg_notify", sent).await.map(drop)
 }
 
 /// A coordination host's side of revocations across hosts (invariant 7).
 pub struct Revoker {
-    config: Config,
+    store: Arc<PgStore>,
     origin: String,
-    client: tokio::sync::Mutex<Option<Client>>,
 }
 
-/// Records the grants in `$1` and notifies the payloads in `$3` on the
-/// channel `$2`: one statement, so one transaction.
-const REVOKE: &str = "WITH recorded AS (\
-     INSERT INTO lab_revoked (grant_digest) SELECT unnest($1::text[]) \
-     ON CONFLICT DO NOTHING) \
-     SELECT pg_notify($2, p) FROM unnest($3::text[]) AS p";
-
 impl Revoker {
-    pub fn new(config: Config, origin: String) -> Arc<Revoker> {
-        Arc::new(Revoker {
-            config,
-            origin,
-            client: tokio::sync::Mutex::new(None),
-        })
+    pub fn new(store: Arc<PgStore>, origin: String) -> Arc<Revoker> {
+        Arc::new(Revoker { store, origin })
     }
 
-    /// Records and notifies the revocation of `grants`; a lost connection
-    /// is made again once.
+    /// Records and notifies the revocation of `grants`, on a connection of
+    /// the store's pool; a failure is tried once more (a connection found
+    /// lost is not taken again).
     pub async fn publish(&self, grants: &[String]) -> Result<(), String> {
         let payloads = revocation_payloads(&self.origin, grants);
-        let grants = grants.to_vec();
-        let parameters: [(&(dyn ToSql + Sync), Type); 3] = [
-            (&grants, Type::TEXT_ARRAY),
-            (&CHANNEL, Type::TEXT),
-            (&payloads, Type::TEXT_ARRAY),
-        ];
-        let mut client = self.client.lock().await;
         let mut failure = String::new();
         for _ in 0..2 {
-            if client.as_ref().is_none_or(Client::is_closed) {
-                *client = match connect(&self.config).await {
-                    Ok(c) => Some(c),
-                    Err(e) => {
-                        failure = e;
-                        continue;
-                    }
-                };
+            match self.store.revoke(grants, CHANNEL, &payloads).await {
+                Ok(()) => return Ok(()),
+                Err(e) => failure = e.to_string(),
             }
-            let c = client.as_ref().expect("connected above");
-            match tokio::time::timeout(CONNECT_WAIT, c.query_typed(REVOKE, &parameters)).await {
-                Ok(Ok(_)) => return Ok(()),
-                Ok(Err(e)) => failure = describe(&e),
-                Err(_) => failure = format!("no answer within {CONNECT_WAIT:?}"),
-            }
-            *client = None;
         }
         Err(failure)
     }
@@ -481,11 +458,8 @@ impl Revoker {
 /// Every grant ever revoked through the store.
 async fn revoked(client: &Client) -> Result<Vec<String>, String> {
     let read = client.query("SELECT grant_digest FROM lab_revoked", &[]);
-    match tokio::time::timeout(CONNECT_WAIT, read).await {
-        Ok(Ok(rows)) => Ok(rows.iter().map(|row| row.get(0)).collect()),
-        Ok(Err(e)) => Err(describe(&e)),
-        Err(_) => Err(format!("no answer within {CONNECT_WAIT:?}")),
-    }
+    let rows = answer("lab_revoked", read).await?;
+    Ok(rows.iter().map(|row| row.get(0)).collect())
 }
 
 /// Listens on [`CHANNEL`] for as long as `hub` lives: revocations always
@@ -529,12 +503,10 @@ async fn listen_once(
     advances: bool,
     wait: &mut Duration,
 ) -> Listened {
-    let (client, mut connection) =
-        match tokio::time::timeout(CONNECT_WAIT, config.connect(NoTls)).await {
-            Err(_) => return Listened::Lost(format!("no connection within {CONNECT_WAIT:?}")),
-            Ok(Err(e)) => return Listened::Lost(describe(&e)),
-            Ok(Ok(pair)) => pair,
-        };
+    let (client, mut connection) = match answer("a connection", config.connect(NoTls)).await {
+        Ok(pair) => pair,
+        Err(e) => return Listened::Lost(e),
+    };
     let heard_by = hub.clone();
     let origin = origin.to_string();
     let mut driver = tokio::spawn(async move {
@@ -552,19 +524,12 @@ async fn listen_once(
         }
     });
     let statement = format!("LISTEN {CHANNEL}");
-    let listening = tokio::time::timeout(CONNECT_WAIT, client.batch_execute(&statement));
+    let listening = answer("LISTEN", client.batch_execute(&statement));
     tokio::select! {
         ended = &mut driver => return ended_as(ended),
-        answer = listening => match answer {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                driver.abort();
-                return Listened::Lost(describe(&e));
-            }
-            Err(_) => {
-                driver.abort();
-                return Listened::Lost(format!("LISTEN unanswered within {CONNECT_WAIT:?}"));
-            }
+        answered = listening => if let Err(e) = answered {
+            driver.abort();
+            return Listened::Lost(e);
         },
     }
     let Some(hub_now) = hub.upgrade() else {

@@ -359,7 +359,7 @@ async fn the_sweep_closes_a_subscription_once_the_clock_reaches_it() {
         connection.id(),
         "sub_a".into(),
         scope("", None),
-        unix_now() + 1,
+        crate::clock::unix_now() + 1,
         vec![],
     )
     .await

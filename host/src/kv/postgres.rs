@@ -87,6 +87,13 @@ const REPLAY_INSERT: &str =
 const REPLAY_CONTAINS: &str =
     "SELECT 1 FROM lab_replay WHERE service = $1 AND pair = $2 AND expires_at > $3";
 const REPLAY_EXPIRED: &str = "DELETE FROM lab_replay WHERE expires_at <= $1";
+/// Records the grants `$1` as revoked and notifies the payloads `$3` on
+/// the channel `$2`: one statement, so one transaction
+/// (`events::shared`, invariant 7).
+const REVOKE: &str = "WITH recorded AS (\
+     INSERT INTO lab_revoked (grant_digest) SELECT unnest($1::text[]) \
+     ON CONFLICT DO NOTHING) \
+     SELECT pg_notify($2, p) FROM unnest($3::text[]) AS p";
 /// How often a host deletes the expired pairs of every host.
 const REPLAY_SWEEP: Duration = Duration::from_secs(60);
 const DELETE: &str = "DELETE FROM lab_kv WHERE namespace = $1 AND key = $2 RETURNING 1";
@@ -394,6 +401,29 @@ impl PgStore {
         Ok(!found.is_empty())
     }
 
+    /// Records `grants` in `lab_revoked` and notifies `payloads` on
+    /// `channel`, both or neither, on a connection of the pool.
+    pub async fn revoke(
+        &self,
+        grants: &[String],
+        channel: &str,
+        payloads: &[String],
+    ) -> Result<(), KvError> {
+        let conn = self.pool.get().await?;
+        conn.client()
+            .query_typed(
+                REVOKE,
+                &[
+                    (&grants, Type::TEXT_ARRAY),
+                    text(&channel),
+                    (&payloads, Type::TEXT_ARRAY),
+                ],
+            )
+            .await
+            .map_err(failure)?;
+        Ok(())
+    }
+
     /// Deletes the expired pairs, every [`REPLAY_SWEEP`], for as long as
     /// the store lives.
     async fn sweep_replay(store: std::sync::Weak<PgStore>) {
@@ -402,7 +432,7 @@ impl PgStore {
             let Some(store) = store.upgrade() else {
                 return;
             };
-            let now = seconds(crate::replay::unix_now());
+            let now = seconds(crate::clock::unix_now());
             if let Ok(conn) = store.pool.get().await {
                 // A failure is logged; the next sweep tries again.
                 let _ = conn
