@@ -10,7 +10,7 @@ use lab_coord_auth::{GrantKind, Params};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 use support::coord::{key, labels, nonce, now, Coord, Holder};
-use support::subscriptions::{event_of, refused, Journal, Socket};
+use support::subscriptions::{assert_event, event_of, refused, Journal, Socket};
 use support::Labd;
 use tungstenite::protocol::frame::coding::CloseCode;
 
@@ -53,19 +53,7 @@ fn an_append_is_one_event_at_its_new_cutoff() {
 
     let alpha = journal.space("projects/alpha");
     let cutoff = journal.append_one(&alpha);
-    let frame = socket.frame();
-    assert_eq!(frame["subscription"], id);
-    assert_eq!(
-        frame["event"],
-        json!({
-            "space": {
-                "root_id": alpha["root_id"],
-                "space_id": alpha["space_id"],
-                "path": ["projects", "alpha"],
-            },
-            "cutoff": cutoff,
-        })
-    );
+    assert_event(&socket.frame(), id, &alpha, &["projects", "alpha"], cutoff);
 }
 
 #[test]

@@ -15,7 +15,7 @@ use lab_pgcluster::Cluster;
 use serde_json::{json, Value};
 use support::coord::{nonce, second_host, second_host_in_env, Coord};
 use support::s3::S3Server;
-use support::subscriptions::{event_of, Journal, Socket};
+use support::subscriptions::{assert_event, event_of, Journal, Socket};
 use support::{pg_cluster, refused_start, Labd};
 
 /// The audience both hosts' coordination services answer to.
@@ -75,19 +75,7 @@ fn an_append_through_one_host_is_an_event_on_another() {
     // Outside the scope: no event.
     journal_a.append_one(&beta);
     let cutoff = journal_a.append_one(&alpha);
-    let frame = socket.frame();
-    assert_eq!(frame["subscription"], id.as_str());
-    assert_eq!(
-        frame["event"],
-        json!({
-            "space": {
-                "root_id": alpha["root_id"],
-                "space_id": alpha["space_id"],
-                "path": ["projects", "alpha"],
-            },
-            "cutoff": cutoff,
-        })
-    );
+    assert_event(&socket.frame(), &id, &alpha, &["projects", "alpha"], cutoff);
 
     // A journal created inside the scope through the other host, after
     // the subscription: its creation advances the parent, its first

@@ -204,6 +204,24 @@ impl Journal {
     }
 }
 
+/// Asserts that `frame` is subscription `id`'s event of the journal
+/// `space` (its root and space IDs, as the journal answers them) at
+/// `path`, reaching `cutoff`: the whole event, field by field.
+pub fn assert_event(frame: &Value, id: &str, space: &Value, path: &[&str], cutoff: u64) {
+    assert_eq!(frame["subscription"], id, "{frame}");
+    assert_eq!(
+        frame["event"],
+        json!({
+            "space": {
+                "root_id": space["root_id"],
+                "space_id": space["space_id"],
+                "path": path,
+            },
+            "cutoff": cutoff,
+        })
+    );
+}
+
 pub fn event_of(frame: &Value) -> (&str, &Value, u64) {
     let event = &frame["event"];
     assert!(event.is_object(), "not an event: {frame}");
