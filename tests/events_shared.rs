@@ -15,7 +15,7 @@ use lab_pgcluster::Cluster;
 use serde_json::{json, Value};
 use support::coord::{nonce, second_host, second_host_in_env, Coord};
 use support::s3::S3Server;
-use support::subscriptions::{assert_event, event_of, Journal, Socket};
+use support::subscriptions::{assert_event, event_of, refused, Journal, Socket};
 use support::{pg_cluster, refused_start, Labd};
 
 /// The audience both hosts' coordination services answer to.
@@ -368,6 +368,9 @@ fn a_retirement_through_one_host_closes_the_workers_subscriptions_on_another() {
     socket.subscribed(&coord_a.admin(), "projects/alpha", None);
     coord_b.retire_worker("alpha", "w1");
     assert_eq!(closing_reason(&mut socket, &id), "expired");
+    // Nor can the retired worker subscribe again through the other host.
+    let again = socket.subscribe(&worker, "projects/alpha", None);
+    refused(&again, "denied");
     // Subscriptions through other grants stay open.
     let journal_b = Journal::of(b.journal());
     let alpha = journal_b.space("projects/alpha");
