@@ -20,6 +20,7 @@ pub mod feed;
 pub mod follow;
 #[cfg(test)]
 mod follow_tests;
+pub mod frames;
 #[cfg(test)]
 mod journal_tests;
 #[cfg(test)]
@@ -30,6 +31,7 @@ pub mod subscription;
 mod tests;
 
 pub use feed::Feed;
+pub use frames::Frames;
 pub use subscription::{Journal, Reason, Scope};
 
 use std::collections::HashMap;
@@ -37,7 +39,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use subscription::{Highest, Subscription};
+use subscription::{Highest, Subscription, Taken};
 use tokio::sync::Notify;
 
 /// Subscriptions one connection may hold at once (WS.md decision 8).
@@ -185,12 +187,6 @@ struct Peer {
     /// Frames of subscriptions that ended, in order.
     outbox: Vec<String>,
     shut: bool,
-}
-
-impl Peer {
-    fn has_frames(&self) -> bool {
-        !self.outbox.is_empty() || self.subscriptions.iter().any(Subscription::has_frames)
-    }
 }
 
 /// One socket connection as the hub sees it. Created by the socket module
@@ -504,32 +500,26 @@ impl Hub {
     /// Takes what the connection's subscriptions hold under the lock, and
     /// writes the frames after releasing it: a connection's writer never
     /// holds up an announce longer than the taking.
-    fn take_frames(&self, connection: u64) -> Vec<String> {
-        let (taken, ended) = {
+    fn take_frames(&self, connection: u64) -> Frames {
+        let mut taken = Taken::default();
+        let ended = {
             let mut state = self.lock();
             let Some(peer) = state.connections.get_mut(&connection) else {
-                return Vec::new();
+                return Frames::default();
             };
-            let taken: Vec<_> = peer
-                .subscriptions
-                .iter_mut()
-                .filter_map(Subscription::take)
-                .collect();
-            (taken, std::mem::take(&mut peer.outbox))
+            for subscription in &mut peer.subscriptions {
+                subscription.take(&mut taken);
+            }
+            std::mem::take(&mut peer.outbox)
         };
-        let mut frames = Vec::new();
-        for taken in taken {
-            taken.write(&mut frames);
+        let (count, bytes) = taken.size();
+        let closed: usize = ended.iter().map(String::len).sum();
+        let mut frames = Frames::with_capacity(count + ended.len(), bytes + closed);
+        taken.write(&mut frames);
+        for frame in &ended {
+            frames.push(frame);
         }
-        frames.extend(ended);
         frames
-    }
-
-    fn has_frames(&self, connection: u64) -> bool {
-        self.lock()
-            .connections
-            .get(&connection)
-            .is_some_and(Peer::has_frames)
     }
 
     fn shut(&self, connection: u64) -> Vec<String> {
@@ -555,23 +545,27 @@ impl Connection {
         self.id
     }
 
-    /// Resolves when subscription frames are waiting (cancel-safe).
-    pub async fn frames_waiting(&self) {
+    /// The subscription frames waiting, once there are some: the pending
+    /// tables are drained as by [`Connection::take_frames`], under one
+    /// lock of the hub per take. Cancel-safe: frames are taken only in the
+    /// poll that returns them.
+    pub async fn frames(&self) -> Frames {
         loop {
             let notified = self.notify.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            if self.hub.has_frames(self.id) {
-                return;
+            let frames = self.hub.take_frames(self.id);
+            if !frames.is_empty() {
+                return frames;
             }
             notified.await;
         }
     }
 
-    /// The subscription frames to write now (text of each), draining the
-    /// pending tables. Frames of one subscription are in order; a `closed`
-    /// frame is its last.
-    pub fn take_frames(&self) -> Vec<String> {
+    /// The subscription frames to write now, draining the pending tables.
+    /// Frames of one subscription are in order; a `closed` frame is its
+    /// last.
+    pub fn take_frames(&self) -> Frames {
         self.hub.take_frames(self.id)
     }
 

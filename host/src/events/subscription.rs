@@ -1,6 +1,7 @@
 //! One subscription: its scope, its pending table and its frames
 //! (`contracts/coordination/WS.md`, "Subscriptions", decisions 4 and 7).
 
+use super::frames::Frames;
 use serde_json::json;
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
@@ -92,36 +93,70 @@ impl Scope {
     }
 }
 
-/// What one subscription had pending, taken from it.
+/// What a connection's subscriptions had pending, taken from them under
+/// the hub's lock; [`Taken::write`] makes the frames after it is released.
+/// One take holds two vectors, whatever the number of subscriptions.
+#[derive(Default)]
 pub struct Taken {
+    /// One per subscription taken, in order.
+    groups: Vec<Group>,
+    /// The events of every group, in order.
+    events: Vec<(Arc<Named>, u64)>,
+}
+
+/// What one subscription had pending.
+struct Group {
     /// The subscription's event frames up to the space (`EventHead`).
     head: Arc<str>,
     hidden: usize,
-    events: Vec<(Arc<Named>, u64)>,
+    /// Where its events end in [`Taken::events`] (they start where the
+    /// group before it ends).
+    events_end: usize,
     /// The subscription's ID and the scope's space, when a `gap` was
     /// pending.
     gap: Option<(String, Journal)>,
 }
 
+/// Bytes an event frame takes beyond its head: the space's IDs, a short
+/// path and the cutoff (a guess for the buffer's first size).
+const EVENT_BYTES: usize = 160;
+
 impl Taken {
-    /// Appends its frames to `frames`: the events, then the gap.
-    pub fn write(self, frames: &mut Vec<String>) {
+    /// Appends the frames to `frames`: for each subscription its events,
+    /// then its gap.
+    pub fn write(self, frames: &mut Frames) {
         use std::fmt::Write as _;
-        for (named, cutoff) in &self.events {
-            let space = named.space_json(self.hidden);
-            let mut frame = String::with_capacity(self.head.len() + space.len() + 32);
-            frame.push_str(&self.head);
-            frame.push_str(&space);
-            let _ = write!(frame, r#","cutoff":{cutoff}}}}}"#);
-            frames.push(frame);
+        let mut start = 0;
+        for group in &self.groups {
+            for (named, cutoff) in &self.events[start..group.events_end] {
+                let space = named.space_json(group.hidden);
+                frames.push_with(|frame| {
+                    frame.push_str(&group.head);
+                    frame.push_str(&space);
+                    let _ = write!(frame, r#","cutoff":{cutoff}}}}}"#);
+                });
+            }
+            start = group.events_end;
+            if let Some((id, space)) = &group.gap {
+                let id = serde_json::to_string(id).expect("a string serializes");
+                frames.push_with(|frame| {
+                    let _ = write!(
+                        frame,
+                        r#"{{"subscription":{id},"contract":"{CONTRACT}","gap":{{"space":{}}}}}"#,
+                        space_json(space, group.hidden)
+                    );
+                });
+            }
         }
-        if let Some((id, space)) = &self.gap {
-            let id = serde_json::to_string(id).expect("a string serializes");
-            frames.push(format!(
-                r#"{{"subscription":{id},"contract":"{CONTRACT}","gap":{{"space":{}}}}}"#,
-                space_json(space, self.hidden)
-            ));
-        }
+    }
+
+    /// About how many frames, and bytes in all, [`Taken::write`] writes
+    /// (the subscriptions' heads are of one length but for their IDs).
+    pub fn size(&self) -> (usize, usize) {
+        let gaps = self.groups.iter().filter(|g| g.gap.is_some()).count();
+        let head = self.groups.first().map_or(0, |g| g.head.len());
+        let frames = self.events.len() + gaps;
+        (frames, frames * (head + EVENT_BYTES))
     }
 }
 
@@ -245,16 +280,18 @@ impl Subscription {
         self.gap || !self.pending.is_empty()
     }
 
-    /// Takes what is pending, emptying the table (events taken count as
-    /// delivered); [`Taken::write`] makes the frames, outside the hub's
-    /// lock.
-    pub fn take(&mut self) -> Option<Taken> {
+    /// Takes what is pending into `taken`, emptying the table (events
+    /// taken count as delivered). The table keeps room for [`SCANNED`]
+    /// journals, so a subscription that keeps receiving events does not
+    /// allocate one every take.
+    pub fn take(&mut self, taken: &mut Taken) {
         if !self.has_frames() {
-            return None;
+            return;
         }
         self.at.clear();
-        let events = std::mem::take(&mut self.pending);
-        self.delivered += events.len() as u64;
+        self.delivered += self.pending.len() as u64;
+        taken.events.append(&mut self.pending);
+        self.pending.shrink_to(SCANNED);
         let gap = std::mem::take(&mut self.gap).then(|| {
             let space = Journal {
                 root_id: self.scope.root_id.clone(),
@@ -263,12 +300,12 @@ impl Subscription {
             };
             (self.id.clone(), space)
         });
-        Some(Taken {
+        taken.groups.push(Group {
             head: Arc::clone(&self.head),
             hidden: self.scope.hidden as usize,
-            events,
+            events_end: taken.events.len(),
             gap,
-        })
+        });
     }
 
     /// The subscription's last frame. What is still pending is dropped:
@@ -329,5 +366,53 @@ impl Highest {
         self.current
             .insert(space_id.to_string(), (cutoff, Arc::clone(&named)));
         Some(named)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn journal(i: usize) -> Arc<Named> {
+        Named::new(Journal {
+            root_id: "rt_1".into(),
+            space_id: format!("spc_{i}"),
+            path: vec!["p".into(), format!("j{i}")],
+        })
+    }
+
+    #[test]
+    fn a_take_moves_every_event_and_keeps_room_for_a_few_journals_only() {
+        let scope = Arc::new(Scope {
+            prefix: vec![],
+            depth: None,
+            hidden: 0,
+            root_id: "rt_1".into(),
+            space_id: "spc_0".into(),
+        });
+        let mut subscription = Subscription::new("sub_a".into(), scope, u64::MAX, vec![]);
+        for i in 0..100 {
+            assert!(subscription.offer(&journal(i), 1));
+        }
+        assert!(subscription.lose());
+        let mut taken = Taken::default();
+        subscription.take(&mut taken);
+        assert!(subscription.pending.capacity() <= SCANNED);
+        assert!(!subscription.has_frames());
+        let mut frames = Frames::default();
+        taken.write(&mut frames);
+        let frames: Vec<serde_json::Value> = frames
+            .iter()
+            .map(|f| serde_json::from_str(f).unwrap())
+            .collect();
+        assert_eq!(frames.len(), 101, "the events, then the gap");
+        for (i, frame) in frames[..100].iter().enumerate() {
+            assert_eq!(frame["event"]["space"]["space_id"], format!("spc_{i}"));
+            assert_eq!(frame["event"]["cutoff"], 1);
+        }
+        assert_eq!(frames[100]["gap"]["space"]["space_id"], "spc_0");
+        assert!(subscription
+            .closed(Reason::Shutdown)
+            .contains(r#""delivered":100"#));
     }
 }

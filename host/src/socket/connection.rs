@@ -17,7 +17,7 @@
 
 use super::call::{self, refusal};
 use super::{Sockets, Verified};
-use crate::events::Connection;
+use crate::events::{Connection, Frames};
 use crate::metrics::Metrics;
 use crate::server::Listener;
 use crate::service::Service;
@@ -33,7 +33,7 @@ use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::error::Error as WsError;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
-use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 use tokio_tungstenite::WebSocketStream;
 
 /// The frame limit: 64 MiB plus 1 MiB of envelope headroom (WS.md
@@ -373,19 +373,18 @@ async fn write(
     loop {
         let waiting = async {
             tokio::time::sleep_until(next_take).await;
-            conn.frames_waiting().await
+            conn.frames().await
         };
-        let frames = tokio::select! {
+        let (frames, reply) = tokio::select! {
             out = outgoing.recv() => match out {
                 // Subscription frames queued before a reply precede it:
                 // `unsubscribe`'s `closed` frame comes before its reply.
                 Some(Out::Text(text)) => {
-                    let mut frames = conn.take_frames();
+                    let frames = conn.take_frames();
                     if !frames.is_empty() {
                         next_take = Instant::now() + interval;
                     }
-                    frames.push(text);
-                    frames
+                    (frames, Some(text))
                 }
                 Some(Out::Close(code, reason)) => {
                     let close = CloseFrame { code, reason: reason.into() };
@@ -398,12 +397,12 @@ async fn write(
                 }
                 None => break,
             },
-            _ = waiting => {
+            frames = waiting => {
                 next_take = Instant::now() + interval;
-                conn.take_frames()
+                (frames, None)
             }
         };
-        if let Err(stop) = write_frames(&mut sink, frames, reply_timeout).await {
+        if let Err(stop) = write_frames(&mut sink, frames, reply, reply_timeout).await {
             match stop {
                 Stop::Failed(e) => tracing::debug!(error = %e, "socket write failed"),
                 Stop::TimedOut => {
@@ -427,17 +426,23 @@ enum Stop {
     TimedOut,
 }
 
-/// Writes `frames` in order with one flush after the last (frames are
-/// buffered up to tungstenite's write buffer, not written one by one),
-/// all within `timeout`: one clock for the batch, not one per frame.
+/// Writes `frames`, then `reply`, in order with one flush after the last
+/// (frames are buffered up to tungstenite's write buffer, not written one
+/// by one), all within `timeout`: one clock for the batch, not one per
+/// frame. Subscription frames go out as slices of their take's buffer.
 async fn write_frames(
     sink: &mut SplitSink<Socket, Message>,
-    frames: Vec<String>,
+    frames: Frames,
+    reply: Option<String>,
     timeout: Duration,
 ) -> Result<(), Stop> {
     let writing = async {
-        for text in frames {
-            sink.feed(Message::text(text)).await?;
+        for frame in frames.into_slices() {
+            let text = Utf8Bytes::try_from(frame).expect("a take's frames are cut at their ends");
+            sink.feed(Message::Text(text)).await?;
+        }
+        if let Some(reply) = reply {
+            sink.feed(Message::text(reply)).await?;
         }
         sink.flush().await
     };
