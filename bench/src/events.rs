@@ -139,6 +139,13 @@ impl Drop for Subscriptions {
 /// answered `ok`.
 async fn subscribed(target: &Target, signer: &Signer, scopes: &[Value]) -> Result<Socket> {
     let mut socket = open_socket(target.operations).await?;
+    subscribe(&mut socket, signer, scopes).await?;
+    Ok(socket)
+}
+
+/// Opens one subscription to each of `scopes` on `socket`, each answered
+/// `ok`.
+async fn subscribe(socket: &mut Socket, signer: &Signer, scopes: &[Value]) -> Result<()> {
     let count = scopes.len();
     for (i, scope) in scopes.iter().enumerate() {
         let envelope = subscribe_envelope(signer, &format!("s{i}"), scope)?;
@@ -157,7 +164,29 @@ async fn subscribed(target: &Target, signer: &Signer, scopes: &[Value]) -> Resul
         ensure!(reply["status"] == "ok", "subscribe replied {reply}");
         answered += 1;
     }
-    Ok(socket)
+    Ok(())
+}
+
+/// Opens [`SUBSCRIPTIONS`] subscriptions to the whole world,
+/// [`PER_CONNECTION`] to a socket, on the first of `sockets`; answers how
+/// many it opened. Nothing is appended meanwhile, so their pending tables
+/// stay empty.
+pub(crate) async fn subscribe_idle(sockets: &mut [Socket], signer: &Signer) -> Result<usize> {
+    let world = vec![json!([]); PER_CONNECTION];
+    let mut opened = 0;
+    for socket in sockets {
+        if opened == SUBSCRIPTIONS {
+            break;
+        }
+        let here = PER_CONNECTION.min(SUBSCRIPTIONS - opened);
+        subscribe(socket, signer, &world[..here]).await?;
+        opened += here;
+    }
+    ensure!(
+        opened == SUBSCRIPTIONS,
+        "only {opened} subscriptions opened"
+    );
+    Ok(opened)
 }
 
 /// The measuring subscription: its events, time-stamped on arrival by a

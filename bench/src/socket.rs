@@ -1,7 +1,8 @@
 //! The coordination service's socket binding: a signed `resolve` over the
 //! socket against the same call over HTTP keep-alive connections, at one
 //! and at 16 clients, in alternating rounds; and the memory labd holds per
-//! idle socket against an idle HTTP keep-alive connection.
+//! idle socket against an idle HTTP keep-alive connection, and per
+//! subscription opened on those sockets.
 
 use crate::client::{get_head, Conn};
 use crate::coord::{secret_key, world, Target};
@@ -149,13 +150,26 @@ pub async fn run(target: Target, round: Duration) -> Result<Vec<Row>> {
     }
 
     progress(&format!("socket: memory of {IDLE} idle connections"));
-    let (socket_kib, http_kib) = idle_memory(addr, target.pid).await?;
+    let memory = idle_memory(addr, target.pid, &signer).await?;
     rows.push(Row::new(
         format!("labd memory per idle socket, {IDLE} open"),
-        format!("{:.1} KiB", socket_kib),
-        format!("{:.1} KiB per idle HTTP keep-alive connection", http_kib),
-        percent(socket_kib / http_kib.max(0.1)),
+        format!("{:.1} KiB", memory.socket_kib),
+        format!(
+            "{:.1} KiB per idle HTTP keep-alive connection",
+            memory.http_kib
+        ),
+        percent(memory.socket_kib / memory.http_kib.max(0.1)),
         "measured (sockets first, so reuse favours HTTP)".into(),
+    ));
+    rows.push(Row::new(
+        format!(
+            "labd memory per open subscription, {} open, 16 a socket",
+            memory.subscriptions
+        ),
+        format!("{:.0} B", memory.subscription_bytes),
+        format!("{:.0} B per idle socket", memory.socket_kib * 1024.0),
+        percent(memory.subscription_bytes / (memory.socket_kib * 1024.0).max(1.0)),
+        "measured (empty pending tables; a full one holds 1,024 journals)".into(),
     ));
     Ok(rows)
 }
@@ -296,9 +310,20 @@ fn rss_kib(pid: u32) -> Result<u64> {
         .context("VmRSS in /proc/<pid>/status")
 }
 
-/// KiB of labd's resident memory per idle socket, and per idle HTTP
-/// keep-alive connection that has answered one request.
-async fn idle_memory(addr: SocketAddr, pid: u32) -> Result<(f64, f64)> {
+/// What labd's resident memory grew by.
+struct Memory {
+    /// KiB per idle socket.
+    socket_kib: f64,
+    /// KiB per idle HTTP keep-alive connection that answered one request.
+    http_kib: f64,
+    /// Subscriptions opened on the idle sockets, and bytes per one.
+    subscriptions: usize,
+    subscription_bytes: f64,
+}
+
+/// labd's resident memory per idle socket, per subscription opened on
+/// those sockets, and per idle HTTP keep-alive connection.
+async fn idle_memory(addr: SocketAddr, pid: u32, signer: &Signer) -> Result<Memory> {
     let settle = Duration::from_millis(500);
     let before = rss_kib(pid)?;
     let mut sockets = Vec::new();
@@ -306,7 +331,12 @@ async fn idle_memory(addr: SocketAddr, pid: u32) -> Result<(f64, f64)> {
         sockets.push(open_socket(addr).await?);
     }
     tokio::time::sleep(settle).await;
-    let socket_kib = rss_kib(pid)?.saturating_sub(before) as f64 / IDLE as f64;
+    let idle = rss_kib(pid)?;
+    let socket_kib = idle.saturating_sub(before) as f64 / IDLE as f64;
+    let subscriptions = crate::events::subscribe_idle(&mut sockets, signer).await?;
+    tokio::time::sleep(settle).await;
+    let subscription_bytes =
+        rss_kib(pid)?.saturating_sub(idle) as f64 * 1024.0 / subscriptions as f64;
     for mut socket in sockets {
         socket.close(None).await.ok();
     }
@@ -322,5 +352,10 @@ async fn idle_memory(addr: SocketAddr, pid: u32) -> Result<(f64, f64)> {
     tokio::time::sleep(settle).await;
     let http_kib = rss_kib(pid)?.saturating_sub(before) as f64 / IDLE as f64;
     drop(conns);
-    Ok((socket_kib, http_kib))
+    Ok(Memory {
+        socket_kib,
+        http_kib,
+        subscriptions,
+        subscription_bytes,
+    })
 }
