@@ -29,9 +29,9 @@ use tokio::task::JoinHandle;
 use tokio_tungstenite::tungstenite::Message;
 
 /// Subscriptions open in the loaded case, the measuring one included.
-const SUBSCRIPTIONS: usize = 1_000;
+pub(crate) const SUBSCRIPTIONS: usize = 1_000;
 /// Subscriptions per connection (`WS.md`, Limits).
-const PER_CONNECTION: usize = 16;
+pub(crate) const PER_CONNECTION: usize = 16;
 /// Sequential appends timed per latency figure.
 const APPENDS: usize = 500;
 /// Concurrent appenders of the throughput row, each to its own journal.
@@ -168,25 +168,20 @@ async fn subscribe(socket: &mut Socket, signer: &Signer, scopes: &[Value]) -> Re
 }
 
 /// Opens [`SUBSCRIPTIONS`] subscriptions to the whole world,
-/// [`PER_CONNECTION`] to a socket, on the first of `sockets`; answers how
-/// many it opened. Nothing is appended meanwhile, so their pending tables
-/// stay empty.
-pub(crate) async fn subscribe_idle(sockets: &mut [Socket], signer: &Signer) -> Result<usize> {
-    let world = vec![json!([]); PER_CONNECTION];
-    let mut opened = 0;
-    for socket in sockets {
-        if opened == SUBSCRIPTIONS {
-            break;
-        }
-        let here = PER_CONNECTION.min(SUBSCRIPTIONS - opened);
-        subscribe(socket, signer, &world[..here]).await?;
-        opened += here;
-    }
+/// [`PER_CONNECTION`] to a socket, on the first of `sockets`. Nothing is
+/// appended meanwhile, so their pending tables stay empty.
+pub(crate) async fn subscribe_idle(sockets: &mut [Socket], signer: &Signer) -> Result<()> {
+    let world = vec![json!([]); SUBSCRIPTIONS];
+    let chunks = world.chunks(PER_CONNECTION);
     ensure!(
-        opened == SUBSCRIPTIONS,
-        "only {opened} subscriptions opened"
+        sockets.len() >= chunks.len(),
+        "{SUBSCRIPTIONS} subscriptions need {} sockets",
+        chunks.len()
     );
-    Ok(opened)
+    for (socket, mine) in sockets.iter_mut().zip(chunks) {
+        subscribe(socket, signer, mine).await?;
+    }
+    Ok(())
 }
 
 /// The measuring subscription: its events, time-stamped on arrival by a

@@ -6,6 +6,7 @@
 
 use crate::client::{get_head, Conn};
 use crate::coord::{secret_key, world, Target};
+use crate::events::{PER_CONNECTION, SUBSCRIPTIONS};
 use crate::measure::{percent, progress, verdict, Row};
 use anyhow::{ensure, Context, Result};
 use futures_util::{SinkExt, StreamExt};
@@ -163,8 +164,7 @@ pub async fn run(target: Target, round: Duration) -> Result<Vec<Row>> {
     ));
     rows.push(Row::new(
         format!(
-            "labd memory per open subscription, {} open, 16 a socket",
-            memory.subscriptions
+            "labd memory per open subscription, {SUBSCRIPTIONS} open, {PER_CONNECTION} a socket"
         ),
         format!("{:.0} B", memory.subscription_bytes),
         format!("{:.0} B per idle socket", memory.socket_kib * 1024.0),
@@ -316,8 +316,7 @@ struct Memory {
     socket_kib: f64,
     /// KiB per idle HTTP keep-alive connection that answered one request.
     http_kib: f64,
-    /// Subscriptions opened on the idle sockets, and bytes per one.
-    subscriptions: usize,
+    /// Bytes per subscription opened on the idle sockets.
     subscription_bytes: f64,
 }
 
@@ -333,10 +332,10 @@ async fn idle_memory(addr: SocketAddr, pid: u32, signer: &Signer) -> Result<Memo
     tokio::time::sleep(settle).await;
     let idle = rss_kib(pid)?;
     let socket_kib = idle.saturating_sub(before) as f64 / IDLE as f64;
-    let subscriptions = crate::events::subscribe_idle(&mut sockets, signer).await?;
+    crate::events::subscribe_idle(&mut sockets, signer).await?;
     tokio::time::sleep(settle).await;
     let subscription_bytes =
-        rss_kib(pid)?.saturating_sub(idle) as f64 * 1024.0 / subscriptions as f64;
+        rss_kib(pid)?.saturating_sub(idle) as f64 * 1024.0 / SUBSCRIPTIONS as f64;
     for mut socket in sockets {
         socket.close(None).await.ok();
     }
@@ -355,7 +354,6 @@ async fn idle_memory(addr: SocketAddr, pid: u32, signer: &Signer) -> Result<Memo
     Ok(Memory {
         socket_kib,
         http_kib,
-        subscriptions,
         subscription_bytes,
     })
 }

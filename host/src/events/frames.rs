@@ -3,6 +3,7 @@
 //! frame, and the socket sends each frame as a slice of that buffer.
 
 use bytes::Bytes;
+use std::ops::Range;
 
 /// Subscription frames in the order they are written.
 ///
@@ -46,13 +47,24 @@ impl Frames {
     /// Each frame's text, in order.
     #[cfg(test)]
     pub fn iter(&self) -> impl Iterator<Item = &str> {
-        let mut start = 0;
-        self.ends.iter().map(move |&end| {
-            let frame = &self.text[start..end];
-            start = end;
-            frame
-        })
+        spans(self.ends.iter().copied()).map(|span| &self.text[span])
     }
+
+    /// Each frame as a slice of the one shared buffer (no copy), in order;
+    /// every slice is UTF-8.
+    pub fn into_slices(self) -> impl Iterator<Item = Bytes> {
+        let text = Bytes::from(self.text);
+        spans(self.ends).map(move |span| text.slice(span))
+    }
+}
+
+/// Where each frame lies in the buffer, from the frames' `ends`.
+fn spans(ends: impl IntoIterator<Item = usize>) -> impl Iterator<Item = Range<usize>> {
+    ends.into_iter().scan(0, |start, end| {
+        let span = *start..end;
+        *start = end;
+        Some(span)
+    })
 }
 
 #[cfg(test)]
@@ -62,20 +74,6 @@ impl<'a> IntoIterator for &'a Frames {
 
     fn into_iter(self) -> Self::IntoIter {
         Box::new(self.iter())
-    }
-}
-
-impl Frames {
-    /// Each frame as a slice of the one shared buffer (no copy), in order;
-    /// every slice is UTF-8.
-    pub fn into_slices(self) -> impl Iterator<Item = Bytes> {
-        let text = Bytes::from(self.text);
-        let mut start = 0;
-        self.ends.into_iter().map(move |end| {
-            let frame = text.slice(start..end);
-            start = end;
-            frame
-        })
     }
 }
 
