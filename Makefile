@@ -35,8 +35,9 @@ run-cluster: setup postgres
 
 ## make test: formatting, lints, unit tests and the black-box tests; then
 ## the services' black-box suites again on two labd sharing one PostgreSQL
-## store and one S3 bucket (a cluster and an S3 server of each test's own,
-## lab-s3server: nothing to install), each request going to either; and
+## store and one S3 bucket (a database and an S3 server of each test's own,
+## on one cluster per suite; lab-s3server: nothing to install), each
+## request going to either; and
 ## the bytes suite on S3 alone.
 test: setup postgres lint
 	$(CARGO) test --workspace

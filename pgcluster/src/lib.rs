@@ -167,8 +167,13 @@ impl Cluster {
 
     /// A connection string for the cluster's superuser, in URL form.
     pub fn url(&self) -> String {
+        self.url_of(DATABASE)
+    }
+
+    /// [`Cluster::url`] for `database` instead of [`DATABASE`].
+    pub fn url_of(&self, database: &str) -> String {
         format!(
-            "postgresql://{USER}@/{DATABASE}?host={}",
+            "postgresql://{USER}@/{database}?host={}",
             self.dir.display()
         )
     }
@@ -184,6 +189,20 @@ impl Cluster {
             .arg(&self.dir)
             .args(["--username", USER, "--dbname", DATABASE]);
         command
+    }
+
+    /// Runs one SQL statement in [`DATABASE`] (`CREATE DATABASE`, which
+    /// cannot run inside a transaction, among them).
+    pub fn execute(&self, statement: &str) -> io::Result<()> {
+        let output = self
+            .psql()
+            .args(["--set", "ON_ERROR_STOP=1", "--command", statement])
+            .stdin(Stdio::null())
+            .output()?;
+        if !output.status.success() {
+            return Err(failed(statement, String::from_utf8_lossy(&output.stderr)));
+        }
+        Ok(())
     }
 
     /// Starts the server on the cluster's data (again, after [`stop`]),
@@ -202,7 +221,7 @@ impl Cluster {
             .args(["-c", "listen_addresses=", "-c"])
             .arg(format!("unix_socket_directories={}", self.dir.display()))
             .args(["-c", "fsync=on", "-c", "synchronous_commit=on"])
-            .args(["-c", "full_page_writes=on", "-c", "max_connections=200"])
+            .args(["-c", "full_page_writes=on", "-c", "max_connections=500"])
             .stdout(Stdio::null())
             .stderr(Stdio::null());
         self.child = Some(Kept::spawn(command)?);

@@ -91,10 +91,29 @@ pub fn temp_dir(name: &str) -> PathBuf {
     dir
 }
 
-/// The PostgreSQL clusters of `LAB_TEST_STORE=postgres`, by data directory.
-static TEST_STORES: std::sync::Mutex<
-    Option<std::collections::HashMap<PathBuf, lab_pgcluster::Cluster>>,
-> = std::sync::Mutex::new(None);
+/// The cluster of `LAB_TEST_STORE=postgres`: one for the whole test
+/// process (started with its first `labd`, killed when the process ends),
+/// holding a database of its own for each data directory. A database
+/// shares nothing with another but the server: its tables, its
+/// `LISTEN`/`NOTIFY` channels and its sessions are its own.
+static TEST_CLUSTER: std::sync::OnceLock<lab_pgcluster::Cluster> = std::sync::OnceLock::new();
+
+/// The databases on [`TEST_CLUSTER`], by data directory: kept across that
+/// `labd`'s restarts, dropped with it.
+static TEST_DATABASES: std::sync::Mutex<std::collections::BTreeMap<PathBuf, String>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
+
+fn test_cluster() -> &'static lab_pgcluster::Cluster {
+    TEST_CLUSTER.get_or_init(|| {
+        lab_pgcluster::Cluster::start(&temp_dir("test-store").join("postgres"))
+            .expect("start PostgreSQL")
+            .expect("LAB_TEST_STORE=postgres needs PostgreSQL installed (Debian: postgresql)")
+    })
+}
+
+fn test_databases() -> std::sync::MutexGuard<'static, std::collections::BTreeMap<PathBuf, String>> {
+    TEST_DATABASES.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 /// A PostgreSQL cluster of the system's binaries in a fresh directory, for
 /// a test that runs hosts on a store of its own.
@@ -105,27 +124,28 @@ pub fn pg_cluster(name: &str) -> lab_pgcluster::Cluster {
 }
 
 /// The store every `labd` of a test run keeps its key-value state in:
-/// `LAB_TEST_STORE=postgres` gives each data directory a PostgreSQL cluster
-/// of its own (under it, started with its first `labd`, kept across that
-/// `labd`'s restarts, killed when the test's thread ends), so that a suite
-/// runs unchanged on the shared-storage backend; otherwise LMDB, the
-/// default. A test that names `--store` itself is left as it is.
+/// `LAB_TEST_STORE=postgres` gives each data directory a database of its
+/// own on the process's cluster ([`TEST_CLUSTER`]), so that a suite runs
+/// unchanged on the shared-storage backend; otherwise LMDB, the default.
+/// A test that names `--store` itself is left as it is.
 fn with_test_store(data_dir: &Path, mut args: Vec<String>) -> Vec<String> {
     if std::env::var("LAB_TEST_STORE").as_deref() != Ok("postgres")
         || args.iter().any(|a| a == "--store")
     {
         return args;
     }
-    let mut clusters = TEST_STORES.lock().unwrap();
-    let cluster = clusters
-        .get_or_insert_with(Default::default)
-        .entry(data_dir.to_path_buf())
-        .or_insert_with(|| {
-            lab_pgcluster::Cluster::start(&data_dir.join("postgres"))
-                .expect("start PostgreSQL")
-                .expect("LAB_TEST_STORE=postgres needs PostgreSQL installed (Debian: postgresql)")
-        });
-    args.extend(["--store".to_string(), cluster.url()]);
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let cluster = test_cluster();
+    let known = test_databases().get(data_dir).cloned();
+    let database = known.unwrap_or_else(|| {
+        let database = format!("test_{}", NEXT.fetch_add(1, Ordering::Relaxed));
+        cluster
+            .execute(&format!("CREATE DATABASE {database}"))
+            .expect("create a test database");
+        test_databases().insert(data_dir.to_path_buf(), database.clone());
+        database
+    });
+    args.extend(["--store".to_string(), cluster.url_of(&database)]);
     args
 }
 
@@ -537,9 +557,12 @@ impl Drop for Labd {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        // Its cluster, if it has one, is stopped before its files go.
-        if let Some(clusters) = TEST_STORES.lock().unwrap().as_mut() {
-            clusters.remove(&self.data_dir);
+        // Its database, if it has one, goes with its files, once its peer
+        // is stopped too.
+        drop(self.peer.take());
+        let database = test_databases().remove(&self.data_dir);
+        if let (Some(database), Some(cluster)) = (database, TEST_CLUSTER.get()) {
+            let _ = cluster.execute(&format!("DROP DATABASE {database} WITH (FORCE)"));
         }
         if let Some(servers) = TEST_BLOB_SERVERS.lock().unwrap().as_mut() {
             servers.remove(&self.data_dir);
