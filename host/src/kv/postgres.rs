@@ -270,13 +270,24 @@ impl PgStore {
         connections: usize,
         namespaces: &[&str],
     ) -> Result<(Arc<PgStore>, Vec<PgNamespace>), KvError> {
+        Self::open_with_idle_limit(url, connections, namespaces, IDLE_LIMIT).await
+    }
+
+    /// [`PgStore::open`] with transactions ended after `idle_limit` idle
+    /// (invariant 3) instead of [`IDLE_LIMIT`].
+    async fn open_with_idle_limit(
+        url: &str,
+        connections: usize,
+        namespaces: &[&str],
+        idle_limit: Duration,
+    ) -> Result<(Arc<PgStore>, Vec<PgNamespace>), KvError> {
         let mut config: Config = url
             .parse()
             .map_err(|e| KvError::Storage(format!("the store's connection string: {e}")))?;
         // Invariant 3: the server ends a transaction its request left idle.
         let idle = format!(
             "-c idle_in_transaction_session_timeout={}",
-            IDLE_LIMIT.as_millis()
+            idle_limit.as_millis()
         );
         let options = match config.get_options() {
             Some(given) => format!("{given} {idle}"),
@@ -869,6 +880,71 @@ mod tests {
                 .await
                 .unwrap_err();
             assert!(matches!(failure(refused), KvError::Storage(_)));
+        });
+        drop(cluster);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Invariant 3: a read or write transaction left idle past the limit
+    /// is ended by the server. Its next operation is unavailable, the
+    /// writer's lock is free for the next writer, what the idle writer
+    /// wrote is gone, and the pool serves on with fresh connections.
+    #[test]
+    fn a_transaction_left_idle_is_ended_by_the_server_and_frees_the_writer() {
+        const LIMIT: Duration = Duration::from_millis(300);
+        let dir = std::env::temp_dir().join(format!("lab-kv-pg-idle-{}", std::process::id()));
+        let Some(cluster) = lab_pgcluster::Cluster::start(&dir).unwrap() else {
+            eprintln!("skipped: PostgreSQL is not installed");
+            return;
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let (_store, namespaces) =
+                PgStore::open_with_idle_limit(&cluster.url(), 3, &["idle"], LIMIT)
+                    .await
+                    .unwrap();
+            let ns = &namespaces[0];
+            let mut first = ns.write().await.unwrap();
+            first
+                .finish(vec![(b"t\0k".to_vec(), b"committed".to_vec())], false)
+                .await
+                .unwrap();
+
+            let read = ns.read().await.unwrap();
+            assert_eq!(
+                read.get(b"t\0k").await.unwrap().as_deref(),
+                Some(&b"committed"[..])
+            );
+            let idle_writer = ns.write().await.unwrap();
+            idle_writer
+                .put_all(vec![(b"t\0k".to_vec(), b"uncommitted".to_vec())])
+                .await
+                .unwrap();
+            tokio::time::sleep(LIMIT * 4).await;
+
+            // The lock is free while the idle writer is still held: the
+            // server ended its transaction, not this side.
+            let mut next = tokio::time::timeout(Duration::from_secs(5), ns.write())
+                .await
+                .expect("the idle writer's lock was released")
+                .unwrap();
+            assert!(matches!(
+                read.get(b"t\0k").await,
+                Err(KvError::Unavailable(_))
+            ));
+            assert!(matches!(
+                idle_writer.get(b"t\0k").await,
+                Err(KvError::Unavailable(_))
+            ));
+            drop((read, idle_writer));
+            assert_eq!(
+                next.get(b"t\0k").await.unwrap().as_deref(),
+                Some(&b"committed"[..])
+            );
+            next.finish(Vec::new(), false).await.unwrap();
         });
         drop(cluster);
         let _ = std::fs::remove_dir_all(&dir);
