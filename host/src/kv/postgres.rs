@@ -839,22 +839,31 @@ async fn apply_group(
 mod tests {
     use super::*;
 
-    /// A transaction the server rolled back for a conflict is unavailable
-    /// (retrying is safe); a statement it refuses is a storage fault.
-    #[test]
-    fn a_conflict_rolled_back_is_unavailable_and_a_refused_statement_is_not() {
-        let dir = std::env::temp_dir().join(format!("lab-kv-pg-failure-{}", std::process::id()));
+    /// Runs `test` with the URL of a throw-away cluster (in a directory
+    /// named after `name`) on a runtime of its own; skipped, saying so,
+    /// where PostgreSQL is not installed.
+    fn on_cluster<F: std::future::Future<Output = ()>>(name: &str, test: impl FnOnce(String) -> F) {
+        let dir = std::env::temp_dir().join(format!("lab-kv-pg-{name}-{}", std::process::id()));
         let Some(cluster) = lab_pgcluster::Cluster::start(&dir).unwrap() else {
             eprintln!("skipped: PostgreSQL is not installed");
             return;
         };
-        let runtime = tokio::runtime::Builder::new_current_thread()
+        tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .unwrap();
-        runtime.block_on(async {
+            .unwrap()
+            .block_on(test(cluster.url()));
+        drop(cluster);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A transaction the server rolled back for a conflict is unavailable
+    /// (retrying is safe); a statement it refuses is a storage fault.
+    #[test]
+    fn a_conflict_rolled_back_is_unavailable_and_a_refused_statement_is_not() {
+        on_cluster("failure", |url| async move {
             let connect = || async {
-                let config: Config = cluster.url().parse().unwrap();
+                let config: Config = url.parse().unwrap();
                 let (client, connection) = config.connect(NoTls).await.unwrap();
                 tokio::spawn(connection);
                 client
@@ -881,8 +890,6 @@ mod tests {
                 .unwrap_err();
             assert!(matches!(failure(refused), KvError::Storage(_)));
         });
-        drop(cluster);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// Invariant 3: a read or write transaction left idle past the limit
@@ -892,20 +899,10 @@ mod tests {
     #[test]
     fn a_transaction_left_idle_is_ended_by_the_server_and_frees_the_writer() {
         const LIMIT: Duration = Duration::from_millis(300);
-        let dir = std::env::temp_dir().join(format!("lab-kv-pg-idle-{}", std::process::id()));
-        let Some(cluster) = lab_pgcluster::Cluster::start(&dir).unwrap() else {
-            eprintln!("skipped: PostgreSQL is not installed");
-            return;
-        };
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async {
-            let (_store, namespaces) =
-                PgStore::open_with_idle_limit(&cluster.url(), 3, &["idle"], LIMIT)
-                    .await
-                    .unwrap();
+        on_cluster("idle", |url| async move {
+            let (_store, namespaces) = PgStore::open_with_idle_limit(&url, 3, &["idle"], LIMIT)
+                .await
+                .unwrap();
             let ns = &namespaces[0];
             let mut first = ns.write().await.unwrap();
             first
@@ -946,7 +943,5 @@ mod tests {
             );
             next.finish(Vec::new(), false).await.unwrap();
         });
-        drop(cluster);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }
