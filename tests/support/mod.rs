@@ -411,8 +411,10 @@ impl Labd {
 
     /// SIGKILL, then a new `labd` on the same data directory.
     pub fn kill_and_restart(mut self) -> Labd {
-        let paired = self.peer.take().is_some();
+        // This host first, its peer after: a request in flight at this
+        // host when the kill begins is still in flight when it lands.
         self.child.kill().unwrap();
+        let paired = self.peer.take().is_some();
         self.child.wait().unwrap();
         let data_dir = self.data_dir.clone();
         let args = std::mem::take(&mut self.args);
@@ -423,8 +425,9 @@ impl Labd {
 
     /// SIGKILL without restarting; the data directory stays.
     pub fn kill(mut self) -> PathBuf {
-        self.peer = None;
+        // As in `kill_and_restart`: this host first.
         self.child.kill().unwrap();
+        self.peer = None;
         self.child.wait().unwrap();
         let dir = self.data_dir.clone();
         std::mem::forget(self);
