@@ -104,11 +104,7 @@ static TEST_DATABASES: std::sync::Mutex<std::collections::BTreeMap<PathBuf, Stri
     std::sync::Mutex::new(std::collections::BTreeMap::new());
 
 fn test_cluster() -> &'static lab_pgcluster::Cluster {
-    TEST_CLUSTER.get_or_init(|| {
-        lab_pgcluster::Cluster::start(&temp_dir("test-store").join("postgres"))
-            .expect("start PostgreSQL")
-            .expect("LAB_TEST_STORE=postgres needs PostgreSQL installed (Debian: postgresql)")
-    })
+    TEST_CLUSTER.get_or_init(|| pg_cluster("test-store"))
 }
 
 fn test_databases() -> std::sync::MutexGuard<'static, std::collections::BTreeMap<PathBuf, String>> {

@@ -942,6 +942,12 @@ mod tests {
                 Some(&b"committed"[..])
             );
             next.finish(Vec::new(), false).await.unwrap();
+            // The ended connections are not handed out again.
+            let fresh = ns.read().await.unwrap();
+            assert_eq!(
+                fresh.get(b"t\0k").await.unwrap().as_deref(),
+                Some(&b"committed"[..])
+            );
         });
     }
 }
