@@ -35,7 +35,14 @@ fn main() {
     record_revision(&workspace);
 }
 
+/// The rustc wrapper of the components' own crates, if any: `make test`
+/// names `scripts/clippy-rustc`, so that their build is their lint. Cargo
+/// keeps a wrapped build's artifacts apart from a plain one's.
+const COMPONENTS_WRAPPER: &str = "LAB_COMPONENTS_RUSTC_WRAPPER";
+
 fn build_components(workspace: &Path, out_dir: &Path) {
+    println!("cargo:rerun-if-env-changed={COMPONENTS_WRAPPER}");
+    let wrapper = std::env::var_os(COMPONENTS_WRAPPER).filter(|w| !w.is_empty());
     let target_dir = workspace.join("target").join("components");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     for (package, _, _) in COMPONENTS {
@@ -59,6 +66,9 @@ fn build_components(workspace: &Path, out_dir: &Path) {
             "MFLAGS",
         ] {
             cmd.env_remove(var);
+        }
+        if let Some(wrapper) = &wrapper {
+            cmd.env("RUSTC_WORKSPACE_WRAPPER", wrapper);
         }
         // Guests ship without debug info: smaller to compile at every start.
         cmd.env("CARGO_PROFILE_RELEASE_DEBUG", "false")
