@@ -3,7 +3,8 @@
 
 CARGO ?= cargo
 COMPONENTS := lab-bytes lab-journal lab-coord lab-coord-auth lab-probe lab-kit lab-guest lab-tool-reach
-# The black-box suites that run again on two labd sharing PostgreSQL and S3.
+# The black-box suites (modules of tests/black_box.rs) that run again on
+# two labd sharing PostgreSQL and S3.
 STORE_SUITES := bytes journal coord coord_declare coord_apply coord_authority coord_views coord_subscribe coord_ws coord_tools events reproduce
 # Releases build without the standard library; checked on their own, so
 # that the service components' features (wit-bindgen's `std`) stay apart.
@@ -36,7 +37,7 @@ run-cluster: setup postgres
 ## make test: formatting and lints, unit tests and the black-box tests;
 ## then the services' black-box suites again on two labd sharing one
 ## PostgreSQL store and one S3 bucket (a database and an S3 server of each
-## test's own, on one cluster per suite; lab-s3server: nothing to install),
+## test's own, on one cluster; lab-s3server: nothing to install),
 ## each request going to either; and the bytes suite on S3 alone.
 ##
 ## The tests' build is the lint: the workspace's own crates, the
@@ -47,8 +48,8 @@ run-cluster: setup postgres
 LINTED := RUSTC_WORKSPACE_WRAPPER=$(CURDIR)/scripts/clippy-rustc LAB_COMPONENTS_RUSTC_WRAPPER=$(CURDIR)/scripts/clippy-rustc
 test: setup postgres format
 	$(LINTED) $(CARGO) test --workspace
-	LAB_TEST_STORE=postgres LAB_TEST_HOSTS=2 LAB_TEST_BLOBS=s3 $(LINTED) $(CARGO) test --workspace $(addprefix --test ,$(STORE_SUITES))
-	LAB_TEST_BLOBS=s3 $(LINTED) $(CARGO) test --workspace --test bytes
+	LAB_TEST_STORE=postgres LAB_TEST_HOSTS=2 LAB_TEST_BLOBS=s3 $(LINTED) $(CARGO) test --workspace --test black_box -- $(addsuffix ::,$(STORE_SUITES))
+	LAB_TEST_BLOBS=s3 $(LINTED) $(CARGO) test --workspace --test black_box -- bytes::
 
 ## make lint: the checks of make test alone, by clippy's check-only
 ## builds of the same crates.

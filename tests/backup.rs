@@ -3,15 +3,14 @@
 //! incremental copy of blobs; the refusals of restore; the check on a clean
 //! store and on copies with one corruption each.
 
-mod support;
-
+use crate::support;
+use crate::support::coord::{Coord, Req};
+use crate::support::{eventually, labd_binary, pseudo_random, temp_dir, Client, Labd};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Mutex;
-use support::coord::{Coord, Req};
-use support::{eventually, labd_binary, pseudo_random, temp_dir, Client, Labd};
 
 /// Runs `labd` with `args` to its end.
 fn run_labd(args: &[&str]) -> Output {

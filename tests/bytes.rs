@@ -1,19 +1,12 @@
 //! The bytes service over the wire: every route and refusal of its spec.
 
-#[path = "support/mod.rs"]
-mod support;
-
-#[path = "support/crash.rs"]
-mod crash;
-#[path = "support/swap.rs"]
-mod swap;
-
-use crash::{crash_under_load, post_bytes, random_threshold, Crash, Crashable};
+use crate::crash::{crash_under_load, post_bytes, random_threshold, Crash, Crashable};
+use crate::support;
+use crate::support::{eventually, name_of, pseudo_random, read_response, Client, Labd};
+use crate::swap::{across_reload, HalfSent, SwapFiles};
 use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
-use support::{eventually, name_of, pseudo_random, read_response, Client, Labd};
-use swap::{across_reload, HalfSent, SwapFiles};
 
 const CONTRACT: &str = "2026-09-10";
 

@@ -1,25 +1,19 @@
 //! The coordination service over the wire: operational routes, the
 //! authentication matrix, the request rules, and the operations of part 1.
 
-mod support;
-
-#[path = "support/crash.rs"]
-mod crash;
-#[path = "support/swap.rs"]
-mod swap;
-
-use crash::{crash_under_load, random_threshold, Crash, Crashable};
+use crate::crash::{crash_under_load, random_threshold, Crash, Crashable};
+use crate::support;
+use crate::support::coord::{
+    key, labels, nonce, now, request_bytes, send_half, start, Coord, Holder, Req, DAY, WORLD,
+};
+use crate::support::{name_of, Labd, Response};
+use crate::swap::{across_reload, HalfSent, SwapFiles};
 use lab_coord_auth::{
     issue_grant, issue_grant_unchecked, Grant, GrantFields, GrantKind, Principal,
 };
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
-use support::coord::{
-    key, labels, nonce, now, request_bytes, send_half, start, Coord, Holder, Req, DAY, WORLD,
-};
-use support::{name_of, Labd, Response};
-use swap::{across_reload, HalfSent, SwapFiles};
 
 impl Coord {
     /// Retains `bytes` under a retained descriptor; returns (bytes, type).

@@ -4,12 +4,11 @@
 //! of its order, concurrency, `kill -9` mid-run, and the authority a
 //! narrower grant does not carry.
 
-mod support;
-
+use crate::support;
+use crate::support::coord::{labels, nonce, now, try_send, Coord, Holder, Req};
+use crate::support::{Labd, Response};
 use lab_coord_auth::{GrantKind, Principal};
 use serde_json::{json, Value};
-use support::coord::{labels, nonce, now, try_send, Coord, Holder, Req};
-use support::{Labd, Response};
 
 const UPPER: &str = r#"{"name": "upper", "version": "1.0.0", "class": "transform",
   "inputs": [{"role": "text", "required": true}, {"role": "notes", "required": false}],
@@ -58,16 +57,6 @@ impl Coord {
     fn alpha(&self) -> Value {
         self.project("alpha");
         self.artifact(A1, b"hello, world\n")
-    }
-
-    fn entries(&self, path: &str) -> Vec<Value> {
-        let page = self.ok(
-            &self.admin(),
-            &Req::read("entries").path(path).int("limit", 128),
-            200,
-        );
-        assert!(page.get("next_after").is_none());
-        page["entries"].as_array().unwrap().clone()
     }
 
     /// A publisher on project `alpha` that may read it too.

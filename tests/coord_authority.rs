@@ -3,12 +3,10 @@
 //! inside bodies reveal. Each test plays a hostile caller holding a
 //! legitimate but narrower grant, and the legitimate path beside it.
 
-mod support;
-
+use crate::support::coord::{key, now, start, Coord, Holder, Req, DAY, WORLD};
+use crate::support::Response;
 use lab_coord_auth::{issue_grant, Grant, GrantFields, GrantKind, Principal, SigningKey};
 use serde_json::{json, Value};
-use support::coord::{key, now, start, Coord, Holder, Req, DAY, WORLD};
-use support::Response;
 
 impl Coord {
     /// Whether `who` may read the space at `path` (200) or is denied (403);

@@ -3,12 +3,11 @@
 //! declaration index across concurrency and `kill -9`, and the authority a
 //! `declare` grant does and does not carry.
 
-mod support;
-
+use crate::support;
+use crate::support::coord::{labels, nonce, now, start, try_send, Coord, Holder, Req};
+use crate::support::{Labd, Response};
 use lab_coord_auth::{GrantKind, Principal};
 use serde_json::{json, Value};
-use support::coord::{labels, nonce, now, start, try_send, Coord, Holder, Req};
-use support::{Labd, Response};
 
 const ALPHA: &str = "projects/alpha/artifacts/a1";
 
@@ -26,8 +25,9 @@ impl Coord {
         json!({ "bytes": support::name_of(bytes), "type": kind })
     }
 
-    /// A project `alpha` with the artifact `a1`; answers its content.
-    fn alpha(&self) -> Value {
+    /// A project `alpha` with the artifact `a1` holding `measured: 42`;
+    /// answers its content.
+    fn measured_alpha(&self) -> Value {
         let admin = self.admin();
         let body = json!({ "operation_id": "project-alpha", "label": "alpha" });
         self.ok(&admin, &Req::json("create_project", &body), 201);
@@ -38,16 +38,6 @@ impl Coord {
 
     fn declare(&self, who: &Holder, body: &Value) -> Response {
         self.send(who, &Req::json("declare", body))
-    }
-
-    fn entries(&self, path: &str) -> Vec<Value> {
-        let page = self.ok(
-            &self.admin(),
-            &Req::read("entries").path(path).int("limit", 128),
-            200,
-        );
-        assert!(page.get("next_after").is_none());
-        page["entries"].as_array().unwrap().clone()
     }
 
     fn space(&self, path: &str) -> Value {
@@ -75,7 +65,7 @@ fn entry_ref(space: &Value, position: u64) -> Value {
 #[test]
 fn declare_admits_replays_and_serves_its_envelope() {
     let (_labd, coord) = start("coord-declare");
-    let content = coord.alpha();
+    let content = coord.measured_alpha();
     let declarer = coord.holder(10, &[GrantKind::Declare, GrantKind::Read], "projects/alpha");
     let body = declaration("d-1", ALPHA, license("MIT"));
     let first = coord.declare(&declarer, &body);
@@ -204,7 +194,7 @@ fn failed(checks: &[lab_coord_client::Check]) -> Vec<String> {
 #[test]
 fn every_refusal_of_declare() {
     let (labd, coord) = start("coord-declare-refusals");
-    let content = coord.alpha();
+    let content = coord.measured_alpha();
     let admin = coord.admin();
     let declarer = coord.holder(10, &[GrantKind::Declare, GrantKind::Read], "projects/alpha");
     let decls = format!("{ALPHA}/declarations");
@@ -523,7 +513,7 @@ fn a_tool_release_takes_declarations() {
 #[test]
 fn concurrent_identical_declares_make_one_occurrence() {
     let (_labd, coord) = start("coord-declare-race");
-    coord.alpha();
+    coord.measured_alpha();
     let declarer = coord.holder(10, &[GrantKind::Declare, GrantKind::Read], "projects/alpha");
     let req = Req::json("declare", &declaration("same", ALPHA, license("MIT")));
     let answers: Vec<Value> = std::thread::scope(|scope| {
@@ -558,7 +548,7 @@ fn concurrent_identical_declares_make_one_occurrence() {
 #[test]
 fn a_retry_after_kill_9_recovers_each_declaration() {
     let (labd, coord) = start("coord-declare-kill");
-    coord.alpha();
+    coord.measured_alpha();
     let declarer = coord.holder(10, &[GrantKind::Declare, GrantKind::Read], "projects/alpha");
     let requests: Vec<Req> = (0..40)
         .map(|i| {
@@ -623,7 +613,7 @@ fn a_retry_after_kill_9_recovers_each_declaration() {
 #[test]
 fn a_declare_grant_is_only_declare() {
     let (_labd, coord) = start("coord-declare-authority");
-    let content = coord.alpha();
+    let content = coord.measured_alpha();
     let admin = coord.admin();
     let body = json!({ "operation_id": "project-beta", "label": "beta" });
     coord.ok(&admin, &Req::json("create_project", &body), 201);
@@ -699,7 +689,7 @@ fn without_the_roots_signing_key_declare_is_unavailable() {
         client,
         root,
     };
-    coord.alpha();
+    coord.measured_alpha();
     let declarer = coord.holder(10, &[GrantKind::Declare, GrantKind::Read], "projects/alpha");
     let response = coord.declare(&declarer, &declaration("d-1", ALPHA, license("MIT")));
     response.assert_error(503, "unavailable");

@@ -3,11 +3,10 @@
 //! within the host's memory budget (503 `unavailable` with `Retry-After`
 //! past it, never a 500).
 
-mod support;
-
+use crate::support;
+use crate::support::coord::{Coord, Holder, Req};
+use crate::support::Labd;
 use serde_json::Value;
-use support::coord::{Coord, Holder, Req};
-use support::Labd;
 
 /// A publish body whose record is an array of `1`s, `record_len` bytes of
 /// JSON already in canonical form; returns (body, record).

@@ -4,14 +4,13 @@
 //! expiry, unsubscribe, shutdown, spaces created inside a scope, narrower
 //! grants, retirement, the per-connection limit and split deployments.
 
-mod support;
-
+use crate::support;
+use crate::support::coord::{key, labels, nonce, now, Coord, Holder};
+use crate::support::subscriptions::{assert_event, event_of, refused, Journal, Socket};
+use crate::support::Labd;
 use lab_coord_auth::{GrantKind, Params};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
-use support::coord::{key, labels, nonce, now, Coord, Holder};
-use support::subscriptions::{assert_event, event_of, refused, Journal, Socket};
-use support::Labd;
 use tungstenite::protocol::frame::coding::CloseCode;
 
 /// How long a test waits for a frame it expects.

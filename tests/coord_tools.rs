@@ -4,12 +4,11 @@
 //! malformed inputs end `failed` with the tool's reason, and the runner's
 //! limits still hold them. One `labd` serves every check of this file.
 
-mod support;
-
+use crate::support;
+use crate::support::coord::{labels, Coord, Holder};
+use crate::support::Labd;
 use lab_coord_auth::GrantKind;
 use serde_json::{json, Value};
-use support::coord::{labels, Coord, Holder};
-use support::Labd;
 
 /// (name `apply` calls it by, crate directory, component stem)
 const TOOLS: &[(&str, &str, &str)] = &[

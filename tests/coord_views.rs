@@ -2,12 +2,11 @@
 //! decisions 28 to 31), over declarations admitted by `declare` and
 //! records admitted by `publish`.
 
-mod support;
-
+use crate::support;
+use crate::support::coord::{labels, nonce, now, send_half, start, try_send, Coord, Holder, Req};
+use crate::support::{Labd, Response};
 use lab_coord_auth::{GrantKind, Principal};
 use serde_json::{json, Value};
-use support::coord::{labels, nonce, now, send_half, start, try_send, Coord, Holder, Req};
-use support::{Labd, Response};
 
 fn project(coord: &Coord, who: &Holder, label: &str) {
     let body = json!({ "operation_id": format!("project-{label}"), "label": label });

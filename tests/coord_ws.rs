@@ -3,13 +3,12 @@
 //! authentication, the per-connection limits, concurrency, parity with
 //! the HTTP binding, reconnection, the frame budget and shutdown.
 
-mod support;
-
+use crate::support;
+use crate::support::coord::{labels, nonce, now, Coord, Req};
+use crate::support::ws::{connect, error_of, Ws};
+use crate::support::Labd;
 use lab_coord_auth::GrantKind;
 use serde_json::{json, Value};
-use support::coord::{labels, nonce, now, Coord, Req};
-use support::ws::{connect, error_of, Ws};
-use support::Labd;
 use tungstenite::protocol::frame::coding::CloseCode;
 use tungstenite::protocol::CloseFrame;
 use tungstenite::Message;

@@ -2,12 +2,11 @@
 //! listener), which a coordination host of a split deployment follows:
 //! one JSON line per durable advance, as commits happen.
 
-mod support;
-
+use crate::support;
+use crate::support::{Client, Labd};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use support::{Client, Labd};
 
 /// A follower of a journal's advance stream: the response head, then its
 /// chunked body decoded line by line.

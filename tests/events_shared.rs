@@ -9,14 +9,13 @@
 //! following any stream (`--journal-advances store`), which needs a
 //! PostgreSQL store.
 
-mod support;
-
+use crate::support;
+use crate::support::coord::{nonce, second_host, second_host_in_env, Coord};
+use crate::support::s3::S3Server;
+use crate::support::subscriptions::{assert_event, event_of, refused, Journal, Socket};
+use crate::support::{pg_cluster, refused_start, Labd};
 use lab_pgcluster::Cluster;
 use serde_json::{json, Value};
-use support::coord::{nonce, second_host, second_host_in_env, Coord};
-use support::s3::S3Server;
-use support::subscriptions::{assert_event, event_of, refused, Journal, Socket};
-use support::{pg_cluster, refused_start, Labd};
 
 /// The audience both hosts' coordination services answer to.
 const AUDIENCE: &str = "http://lab.test";

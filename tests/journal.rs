@@ -4,21 +4,15 @@
 //! identity headers, strict bodies, canonical facts, replays, paging,
 //! filters, snapshots, races and a crash.
 
-#[path = "support/mod.rs"]
-mod support;
-
+use crate::support;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap, HashSet};
-#[path = "support/crash.rs"]
-mod crash;
-#[path = "support/swap.rs"]
-mod swap;
 
-use crash::{crash_under_load, post_bytes, random_threshold, Crash, Crashable};
+use crate::crash::{crash_under_load, post_bytes, random_threshold, Crash, Crashable};
+use crate::support::{name_of, Client, Labd, Response};
+use crate::swap::{across_reload, HalfSent, SwapFiles};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
-use support::{name_of, Client, Labd, Response};
-use swap::{across_reload, HalfSent, SwapFiles};
 
 const CONTRACT: &str = "2026-09-12";
 const MAX_POSITION: u64 = 9_007_199_254_740_991;

@@ -2,13 +2,11 @@
 //! memory budget, connection limits, clamps on what a guest asks for, and
 //! a data directory one labd at a time.
 
-#[path = "support/mod.rs"]
-mod support;
-
+use crate::support;
+use crate::support::{Client, Labd};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
-use support::{Client, Labd};
 
 fn probe_args<'a>(probe: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
     let mut args = vec!["--bytes-component", probe];

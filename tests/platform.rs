@@ -1,17 +1,12 @@
 //! Host behaviour no service exposes, through the probe component standing in
 //! for the bytes service: traps, the key-value store, its durability.
 
-#[path = "support/mod.rs"]
-mod support;
-
-#[path = "support/crash.rs"]
-mod crash;
-
-use crash::{crash_under_load, post_bytes, random_threshold, Crash, Crashable};
+use crate::crash::{crash_under_load, post_bytes, random_threshold, Crash, Crashable};
+use crate::support;
+use crate::support::Labd;
 use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
-use support::Labd;
 
 /// The probe's call of the journal's `head`.
 const HEAD_CALL: &str = "/call?key=journal&value=/v1/head";

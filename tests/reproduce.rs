@@ -9,15 +9,14 @@
 //! `labctl` is the binary built beside `labd` (`cargo test --workspace`
 //! builds both; alone, `cargo build -p labctl` first).
 
-mod support;
-
+use crate::support;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use crate::support::coord::{labels, Coord, Holder, Req};
+use crate::support::Labd;
 use lab_coord_auth::{GrantKind, Principal};
 use serde_json::{json, Value};
-use support::coord::{labels, Coord, Holder, Req};
-use support::Labd;
 
 const UPPER: &str = r#"{"name": "upper", "version": "1.0.0", "class": "transform",
   "inputs": [{"role": "text", "required": true}], "outputs": [{"role": "text"}],

@@ -2,13 +2,12 @@
 //! starts itself (support/s3.rs): what the bytes suite cannot see from
 //! the wire alone (`LAB_TEST_BLOBS=s3` runs that suite on S3 too).
 
-mod support;
-
+use crate::support;
+use crate::support::s3::S3Server;
+use crate::support::{eventually, name_of, pseudo_random, refused_start, temp_dir, Labd};
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::time::Duration;
-use support::s3::S3Server;
-use support::{eventually, name_of, pseudo_random, refused_start, temp_dir, Labd};
 
 /// A labd whose blobs are in `server`'s bucket, with `args` added.
 fn labd_on(name: &str, server: &S3Server, args: &[&str]) -> Labd {

@@ -9,9 +9,9 @@
 //! The black-box suites of the services run on this backend as well, under
 //! `LAB_TEST_STORE=postgres` (`tests/support/mod.rs`, and `make test`).
 
-#[path = "support/mod.rs"]
-mod support;
-
+use crate::support;
+use crate::support::coord::{nonce, now, second_host, Coord, Req};
+use crate::support::{pg_cluster, refused_start, temp_dir, Client, Labd, Response};
 use base64::Engine;
 use lab_coord_auth::GrantKind;
 use lab_pgcluster::Cluster;
@@ -19,8 +19,6 @@ use serde_json::{json, Value};
 use std::io::{BufRead, Write};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use support::coord::{nonce, now, second_host, Coord, Req};
-use support::{pg_cluster, refused_start, temp_dir, Client, Labd, Response};
 
 /// A `labd` serving the journal alone from `store`.
 fn host(name: &str, store: &Cluster) -> Labd {

@@ -3,16 +3,14 @@
 //! and recovers once space is freed; the `storage` health check fails
 //! before writes do; `/metrics` shows the map, the disk and the blobs.
 
-#[path = "support/mod.rs"]
-mod support;
-
+use crate::support;
+use crate::support::coord::{Coord, Req};
+use crate::support::{pseudo_random, Client, Labd, Response};
 use base64::Engine as _;
 use serde_json::{json, Value};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use support::coord::{Coord, Req};
-use support::{pseudo_random, Client, Labd, Response};
 
 // --------------------------------------------------------------- helpers
 
@@ -478,7 +476,7 @@ fn a_full_disk_refuses_puts_and_appends_and_they_resume_once_space_is_freed() {
 /// What the store holds per fact, per receipt and per blob, for
 /// `docs/operations.md` ("Capacity planning"): the map's high-water mark
 /// before and after a known load, and the blob files' blocks on disk.
-/// `cargo test -p labd --test storage measure -- --ignored --nocapture`
+/// `cargo test -p labd --test black_box storage::measure -- --ignored --nocapture`
 #[test]
 #[ignore = "a measurement, not a check"]
 fn measure_bytes_per_fact_receipt_and_blob() {

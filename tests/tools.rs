@@ -2,11 +2,10 @@
 //! deployment grants what its description declares and its component
 //! imports nothing beyond that (contracts/coordination/TOOLS.md).
 
-mod support;
-
+use crate::support;
+use crate::support::Labd;
 use sha2::{Digest, Sha256};
 use std::path::Path;
-use support::Labd;
 
 fn description(effects: &str, egress: &str) -> String {
     named("t", effects, egress)

@@ -430,6 +430,17 @@ impl Coord {
         )
     }
 
+    /// The entries of the leaf at `path`, all on one page.
+    pub fn entries(&self, path: &str) -> Vec<Value> {
+        let page = self.ok(
+            &self.admin(),
+            &Req::read("entries").path(path).int("limit", 128),
+            200,
+        );
+        assert!(page.get("next_after").is_none());
+        page["entries"].as_array().unwrap().clone()
+    }
+
     /// Whether a space exists at `path`.
     pub fn exists(&self, path: &str) -> bool {
         let answer = self.ok(&self.admin(), &Req::read("resolve").path(path), 200);
