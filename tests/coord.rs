@@ -585,12 +585,6 @@ fn a_full_replay_table_remembers_pairs_in_the_store() {
     assert_eq!(coord.send(&admin, &req).status, 200);
 }
 
-fn entries_of(coord: &Coord, who: &Holder, path: &str) -> Vec<Value> {
-    let page = coord.ok(who, &Req::read("entries").path(path).int("limit", 128), 200);
-    assert!(page.get("next_after").is_none());
-    page["entries"].as_array().unwrap().clone()
-}
-
 #[test]
 fn projects_artifacts_and_content() {
     let (labd, coord) = start("coord-artifacts");
@@ -666,7 +660,7 @@ fn projects_artifacts_and_content() {
         .assert_error(404, "not_found");
 
     // Entries decode the content fact.
-    let entries = entries_of(&coord, &admin, "projects/alpha/artifacts/a1");
+    let entries = coord.entries_as(&admin, "projects/alpha/artifacts/a1");
     assert_eq!(entries.len(), 2, "content, then the declarations child");
     assert_eq!(entries[0]["content"]["artifact"], artifact);
     assert_eq!(entries[0]["content"]["entry"], made["content"]["entry"]);
@@ -839,7 +833,7 @@ fn publish_follows_the_writer_protocol() {
     stale["expected_cutoff"] = json!(2);
     coord.ok(&worker, &Req::json("publish", &stale), 201);
     // Entries decode the records; the current record is the last one.
-    let entries = entries_of(&coord, &worker, "projects/alpha/snapshots/s1");
+    let entries = coord.entries_as(&worker, "projects/alpha/snapshots/s1");
     assert_eq!(entries.len(), 3);
     assert_eq!(entries[0]["record"], *record);
     // get by coordinates returns the same entry.
@@ -897,7 +891,9 @@ fn concurrent_identical_publishes_admit_one_record() {
         assert_eq!(answer["record"], answers[0]["record"]);
     }
     assert_eq!(
-        entries_of(&coord, &admin, "projects/alpha/snapshots/race").len(),
+        coord
+            .entries_as(&admin, "projects/alpha/snapshots/race")
+            .len(),
         1
     );
 }
@@ -1012,7 +1008,7 @@ fn a_retry_after_a_crash_recovers_the_original_result(crash: Crash) {
     assert_eq!(retried.status, 201, "the cut-off request left no trace");
     // One record per operation ID, whatever was cut off.
     for leaf in 0..3 {
-        let entries = entries_of(&coord, &admin, &format!("projects/alpha/snapshots/s{leaf}"));
+        let entries = coord.entries_as(&admin, &format!("projects/alpha/snapshots/s{leaf}"));
         let expected = sent
             .iter()
             .map(|s| &s.req)
@@ -1590,7 +1586,7 @@ fn configured_tool_releases_are_artifact_spaces() {
     assert_eq!(releases.len(), 1);
     let label = releases[0]["key"].as_str().unwrap().to_string();
     let release_path = format!("tools/echo/releases/{label}");
-    let entries = entries_of(&coord, &admin, &release_path);
+    let entries = coord.entries_as(&admin, &release_path);
     assert_eq!(entries.len(), 2, "the content, then the declarations child");
     let artifact = &entries[0]["content"]["artifact"];
     assert_eq!(artifact["bytes"], label);
@@ -1620,7 +1616,7 @@ fn configured_tool_releases_are_artifact_spaces() {
     // A restart provisions nothing twice.
     let labd = labd.kill_and_restart();
     let coord = Coord::new(&labd);
-    assert_eq!(entries_of(&coord, &admin, &release_path).len(), 2);
+    assert_eq!(coord.entries_as(&admin, &release_path).len(), 2);
     let again = coord.ok(
         &admin,
         &Req::read("children").path("tools/echo/releases"),
@@ -1767,9 +1763,13 @@ fn hot_swap_under_load_keeps_every_publish() {
     );
     assert_ne!(before, name_of(&files.swapped));
     // Every publish is there once.
-    let mut records = entries_of(&coord, &admin, "projects/alpha/snapshots/held").len();
+    let mut records = coord
+        .entries_as(&admin, "projects/alpha/snapshots/held")
+        .len();
     for w in 0..4 {
-        records += entries_of(&coord, &admin, &format!("projects/alpha/snapshots/s{w}")).len();
+        records += coord
+            .entries_as(&admin, &format!("projects/alpha/snapshots/s{w}"))
+            .len();
     }
     assert_eq!(records, published.into_inner() + 1);
 }

@@ -37,11 +37,6 @@ impl Coord {
         self.send(who, &get)
     }
 
-    /// The space at `path` as the admin resolves it, or null.
-    fn resolve(&self, path: &str) -> Value {
-        self.ok(&self.admin(), &Req::read("resolve").path(path), 200)["space"].clone()
-    }
-
     /// `provision_worker` as `who`.
     fn provision(&self, who: &Holder, body: &Value) -> Response {
         self.send(who, &Req::json("provision_worker", body))
@@ -125,7 +120,7 @@ fn retirement_cannot_lock_out_the_root_or_another_principal() {
         &provisioning("x", &root_principal, scoped.clone(), "beta", until),
     );
     assert_invalid(&refused, "principal");
-    assert_eq!(coord.resolve("projects/beta/workers/x"), Value::Null);
+    assert_eq!(coord.space_at("projects/beta/workers/x"), Value::Null);
 
     // A key already provisioned for another worker is refused, active or
     // retired: one key is one worker.
@@ -148,7 +143,7 @@ fn retirement_cannot_lock_out_the_root_or_another_principal() {
     assert_invalid(&coord.provision(&hostile, &again), "principal");
     coord.retire(&admin, "beta", "w1");
     assert_invalid(&coord.provision(&hostile, &again), "principal");
-    assert_eq!(coord.resolve("projects/beta/workers/x"), Value::Null);
+    assert_eq!(coord.space_at("projects/beta/workers/x"), Value::Null);
 
     // A third party with authority of its own, provisioned as worker x
     // and retired by the hostile provisioner.
@@ -333,7 +328,7 @@ fn a_provisioner_cannot_widen_its_own_authority() {
     coord
         .provision(&project_wide, &beyond)
         .assert_error(403, "denied");
-    assert_eq!(coord.resolve("projects/beta/workers/z"), Value::Null);
+    assert_eq!(coord.space_at("projects/beta/workers/z"), Value::Null);
     let mut lasting = beyond.clone();
     lasting["valid_until"] = json!(until);
     let answer = coord.ok(&project_wide, &Req::json("provision_worker", &lasting), 201);
@@ -368,7 +363,7 @@ fn references_in_bodies_do_not_reveal_what_the_caller_cannot_read() {
             )
             .assert_error(403, "denied");
     }
-    assert_eq!(coord.resolve("campaigns/c1"), Value::Null);
+    assert_eq!(coord.space_at("campaigns/c1"), Value::Null);
     coord
         .send(
             &admin,
@@ -438,7 +433,7 @@ fn references_in_bodies_do_not_reveal_what_the_caller_cannot_read() {
     for input in [&in_u, &in_beta, &unknown] {
         assign(&assigner, &assignment("a1", "w", json!([input]))).assert_error(403, "denied");
     }
-    assert_eq!(coord.resolve("campaigns/c1/assignments/a1"), Value::Null);
+    assert_eq!(coord.space_at("campaigns/c1/assignments/a1"), Value::Null);
 
     // A caller who may read the world is told what is absent.
     assign(&admin, &assignment("a2", "w", json!([unknown]))).assert_error(404, "not_found");

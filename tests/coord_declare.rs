@@ -39,10 +39,6 @@ impl Coord {
     fn declare(&self, who: &Holder, body: &Value) -> Response {
         self.send(who, &Req::json("declare", body))
     }
-
-    fn space(&self, path: &str) -> Value {
-        self.ok(&self.admin(), &Req::read("resolve").path(path), 200)["space"].clone()
-    }
 }
 
 fn declaration(op: &str, artifact: &str, statement: Value) -> Value {
@@ -79,7 +75,7 @@ fn declare_admits_replays_and_serves_its_envelope() {
     assert_eq!(first["replayed"], false);
     let id = first["assertion_id"].as_str().unwrap();
     assert!(id.starts_with("asr_") && id.len() == 68, "{id}");
-    let declarations = coord.space(&format!("{ALPHA}/declarations"));
+    let declarations = coord.space_at(&format!("{ALPHA}/declarations"));
     assert_eq!(first["declaration"], entry_ref(&declarations, 1));
 
     // The journal holds the declaration fact as the batch's first entry.
@@ -325,7 +321,7 @@ fn every_refusal_of_declare() {
     // An artifact space without content (its creation cut short): made
     // straight in the journal.
     let journal = labd.journal();
-    let artifacts = coord.space("projects/alpha/artifacts");
+    let artifacts = coord.space_at("projects/alpha/artifacts");
     let made = journal.post_json(
         "/v1/create",
         &json!({
@@ -350,14 +346,14 @@ fn every_refusal_of_declare() {
     );
 
     // Evidence: beyond the head, unreadable, outside the world.
-    let artifact_space = coord.space(ALPHA);
+    let artifact_space = coord.space_at(ALPHA);
     let beyond = entry_ref(&artifact_space, 99);
     let response = send(json!({ "property": "p", "value": 1, "evidence": [beyond] }));
     response.assert_error(409, "unresolved");
     assert_eq!(response.json()["details"]["reference"], beyond);
     let body = json!({ "operation_id": "project-beta", "label": "beta" });
     coord.ok(&admin, &Req::json("create_project", &body), 201);
-    let beta = coord.space("projects/beta");
+    let beta = coord.space_at("projects/beta");
     let elsewhere = entry_ref(&beta, 1);
     send(json!({ "property": "p", "value": 1, "evidence": [elsewhere] }))
         .assert_error(403, "denied");

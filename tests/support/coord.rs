@@ -430,20 +430,27 @@ impl Coord {
         )
     }
 
-    /// The entries of the leaf at `path`, all on one page.
+    /// The entries of the leaf at `path` as the admin reads them, all on
+    /// one page.
     pub fn entries(&self, path: &str) -> Vec<Value> {
-        let page = self.ok(
-            &self.admin(),
-            &Req::read("entries").path(path).int("limit", 128),
-            200,
-        );
+        self.entries_as(&self.admin(), path)
+    }
+
+    /// The entries of the leaf at `path` as `who` reads them, all on one
+    /// page.
+    pub fn entries_as(&self, who: &Holder, path: &str) -> Vec<Value> {
+        let page = self.ok(who, &Req::read("entries").path(path).int("limit", 128), 200);
         assert!(page.get("next_after").is_none());
         page["entries"].as_array().unwrap().clone()
     }
 
+    /// The space at `path` as the admin resolves it, or null.
+    pub fn space_at(&self, path: &str) -> Value {
+        self.ok(&self.admin(), &Req::read("resolve").path(path), 200)["space"].clone()
+    }
+
     /// Whether a space exists at `path`.
     pub fn exists(&self, path: &str) -> bool {
-        let answer = self.ok(&self.admin(), &Req::read("resolve").path(path), 200);
-        !answer["space"].is_null()
+        !self.space_at(path).is_null()
     }
 }
