@@ -512,7 +512,7 @@ fn a_split_deployment_follows_the_journal_only_when_told_where() {
     assert_eq!(event_of(&frame).2, cutoff);
 
     // The stream breaks: the scope can no longer be watched.
-    journal_host.kill();
+    support::discard(&journal_host.kill());
     let frame = socket.frame();
     assert_eq!(frame["subscription"], id);
     assert_eq!(frame["closed"]["reason"], "scope_unavailable");

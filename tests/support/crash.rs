@@ -119,7 +119,7 @@ impl Drop for Crashable {
         if let Some(mounted) = self.mounted.take() {
             let _ = mounted.unmount();
         }
-        let _ = std::fs::remove_dir_all(&self.data_dir);
+        crate::support::discard(&self.data_dir);
     }
 }
 

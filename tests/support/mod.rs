@@ -559,15 +559,22 @@ impl Drop for Labd {
         // Its database, if it has one, goes with its files, once its peer
         // is stopped too.
         drop(self.peer.take());
-        let database = test_databases().remove(&self.data_dir);
-        if let (Some(database), Some(cluster)) = (database, TEST_CLUSTER.get()) {
-            let _ = cluster.execute(&format!("DROP DATABASE {database} WITH (FORCE)"));
-        }
-        if let Some(servers) = TEST_BLOB_SERVERS.lock().unwrap().as_mut() {
-            servers.remove(&self.data_dir);
-        }
-        let _ = std::fs::remove_dir_all(&self.data_dir);
+        discard(&self.data_dir);
     }
+}
+
+/// Removes `data_dir` with what the harness kept for its `labd` across
+/// restarts: its database and its S3 server. For a `labd` that
+/// [`Labd::kill`] left and nothing restarted.
+pub fn discard(data_dir: &Path) {
+    let database = test_databases().remove(data_dir);
+    if let (Some(database), Some(cluster)) = (database, TEST_CLUSTER.get()) {
+        let _ = cluster.execute(&format!("DROP DATABASE {database} WITH (FORCE)"));
+    }
+    if let Some(servers) = TEST_BLOB_SERVERS.lock().unwrap().as_mut() {
+        servers.remove(data_dir);
+    }
+    let _ = std::fs::remove_dir_all(data_dir);
 }
 
 /// Polls `condition` until it holds; fails the test after the probe limit.
