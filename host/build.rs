@@ -107,7 +107,15 @@ fn record_revision(workspace: &Path) {
     let revision = git(&["rev-parse", "HEAD"]);
     let dirty = match (
         &revision,
-        git(&["status", "--porcelain", "--untracked-files=no"]),
+        // Without the optional lock, status leaves the index as it is: a
+        // rewrite (as git makes of a fresh clone's) would rerun this script
+        // in the next build, and rebuild labd for nothing.
+        git(&[
+            "--no-optional-locks",
+            "status",
+            "--porcelain",
+            "--untracked-files=no",
+        ]),
     ) {
         (Some(_), Some(status)) if status.is_empty() => "false",
         _ => "true",

@@ -436,11 +436,16 @@ pub async fn run(target: Target, round: Duration) -> Result<Vec<Row>> {
         Load::default(),
     );
     let (mut frames, mut bytes) = (0, 0);
-    for _ in 0..ROUNDS {
+    // The native server's CPU time and its frames while appends ran.
+    let (mut native_cpu, mut native_frames) = (Duration::ZERO, 0);
+    // Each case's name on stderr as it starts, for a profile of one case.
+    for n in 1..=ROUNDS {
         let open = Subscriptions::open(&target, &signer, SUBSCRIPTIONS, &apart).await?;
+        progress(&format!("events: round {n}: subscriptions on other journals"));
         disjoint.add(&Load::measure(&target, &spaces, round).await?);
         drop(open);
         let open = Subscriptions::open(&target, &signer, SUBSCRIPTIONS, &world_scope).await?;
+        progress(&format!("events: round {n}: subscriptions read"));
         with.add(&Load::measure(&target, &spaces, round).await?);
         let (drained, length) = (
             open.frames.load(Ordering::Relaxed),
@@ -460,12 +465,14 @@ pub async fn run(target: Target, round: Duration) -> Result<Vec<Row>> {
             interval: EVENT_INTERVAL,
         })
         .await?;
+        progress(&format!("events: round {n}: the native fan-out"));
+        let (cpu, sent) = (floor.server_cpu()?, floor.frames.load(Ordering::Relaxed));
         native.add(&Load::measure(&target, &spaces, round).await?);
-        ensure!(
-            floor.frames.load(Ordering::Relaxed) > 0,
-            "the native fan-out delivered no frame"
-        );
+        native_cpu += floor.server_cpu()?.saturating_sub(cpu);
+        native_frames += floor.frames.load(Ordering::Relaxed) - sent;
+        ensure!(native_frames > 0, "the native fan-out delivered no frame");
         drop(floor);
+        progress(&format!("events: round {n}: none open"));
         without.add(&Load::measure(&target, &spaces, round).await?);
     }
     let time = round.as_secs_f64() * f64::from(ROUNDS);
@@ -527,6 +534,17 @@ pub async fn run(target: Target, round: Duration) -> Result<Vec<Row>> {
             frames as f64 / with.appends.max(1) as f64,
             with.bench_per_append()
         ),
+    ));
+    // What sending a frame costs labd (its CPU per append beyond none's,
+    // over the frames per append) and the native server.
+    let labd_per_frame = (with_labd - without_labd) * with.appends as f64 / frames.max(1) as f64;
+    let native_per_frame = native_cpu.as_secs_f64() * 1e6 / native_frames.max(1) as f64;
+    rows.push(Row::new(
+        "labd CPU per frame read, beyond its CPU with none open".to_string(),
+        format!("{labd_per_frame:.2} us"),
+        format!("{native_per_frame:.2} us by the native server"),
+        percent(labd_per_frame / native_per_frame.max(1e-9)),
+        "measured".into(),
     ));
     Ok(rows)
 }

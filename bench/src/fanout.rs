@@ -27,6 +27,10 @@ pub struct Flow {
     pub interval: Duration,
 }
 
+/// The name of the server's threads, by which [`NativeFanout::server_cpu`]
+/// finds them.
+const SERVER_THREAD: &str = "native-fanout";
+
 /// The server (on a runtime of its own, two workers like labd's) and its
 /// readers (on the caller's runtime). Dropping it stops both.
 pub struct NativeFanout {
@@ -41,6 +45,7 @@ impl NativeFanout {
     pub async fn start(flow: Flow) -> Result<NativeFanout> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
+            .thread_name(SERVER_THREAD)
             .enable_all()
             .build()?;
         let listener =
@@ -89,6 +94,11 @@ impl NativeFanout {
             readers,
             frames,
         })
+    }
+
+    /// The CPU time the server's threads (not its readers) spent so far.
+    pub fn server_cpu(&self) -> Result<Duration> {
+        Ok(crate::journal::threads_time("/proc/self", SERVER_THREAD)?.1)
     }
 }
 

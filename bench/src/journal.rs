@@ -946,14 +946,14 @@ impl Sample {
     }
 }
 
-/// The name and the user plus system time in a /proc `stat` file: of a
-/// process (all its threads) or of one thread. Times are in clock ticks of
-/// 1/100 s (Linux's USER_HZ).
 /// labd's CPU time so far, all its threads.
 fn labd_cpu_time(pid: u32) -> Result<Duration> {
     Ok(cpu_time(&format!("/proc/{pid}/stat"))?.1)
 }
 
+/// The name and the user plus system time in a /proc `stat` file: of a
+/// process (all its threads) or of one thread. Times are in clock ticks of
+/// 1/100 s (Linux's USER_HZ).
 pub(crate) fn cpu_time(path: &str) -> Result<(String, Duration)> {
     let stat = std::fs::read_to_string(path).with_context(|| format!("read {path}"))?;
     // The name may hold spaces and parentheses; the fields after it do not.
@@ -973,17 +973,28 @@ pub(crate) fn cpu_time(path: &str) -> Result<(String, Duration)> {
 
 /// CPU time of labd's store writer thread (named `kv-writer`).
 fn writer_time(pid: u32) -> Result<Duration> {
-    let tasks = format!("/proc/{pid}/task");
+    match threads_time(&format!("/proc/{pid}"), "kv-writer")? {
+        (0, _) => bail!("labd has no kv-writer thread"),
+        (_, time) => Ok(time),
+    }
+}
+
+/// How many threads named `name` the process at `proc` (`/proc/<pid>` or
+/// `/proc/self`) has, and their CPU time so far.
+pub(crate) fn threads_time(proc: &str, name: &str) -> Result<(usize, Duration)> {
+    let tasks = format!("{proc}/task");
+    let (mut count, mut total) = (0, Duration::ZERO);
     for task in std::fs::read_dir(&tasks).with_context(|| format!("list {tasks}"))? {
         let path = task?.path().join("stat");
         // A thread may end between the listing and the read.
-        if let Ok((name, time)) = cpu_time(&path.to_string_lossy()) {
-            if name == "kv-writer" {
-                return Ok(time);
+        if let Ok((named, time)) = cpu_time(&path.to_string_lossy()) {
+            if named == name {
+                count += 1;
+                total += time;
             }
         }
     }
-    bail!("labd has no kv-writer thread")
+    Ok((count, total))
 }
 
 /// `clients` new connections appending `batch` facts back to back for
