@@ -441,7 +441,9 @@ pub async fn run(target: Target, round: Duration) -> Result<Vec<Row>> {
     // Each case's name on stderr as it starts, for a profile of one case.
     for n in 1..=ROUNDS {
         let open = Subscriptions::open(&target, &signer, SUBSCRIPTIONS, &apart).await?;
-        progress(&format!("events: round {n}: subscriptions on other journals"));
+        progress(&format!(
+            "events: round {n}: subscriptions on other journals"
+        ));
         disjoint.add(&Load::measure(&target, &spaces, round).await?);
         drop(open);
         let open = Subscriptions::open(&target, &signer, SUBSCRIPTIONS, &world_scope).await?;

@@ -5,7 +5,8 @@
 //!   advances in, frames out.
 //! - [`Connection`]: one socket connection as the hub sees it (the seam
 //!   with the socket binding).
-//! - [`subscription`]: one subscription: scope, pending table, frames.
+//! - [`subscription`]: a subscription, its connection's pending table
+//!   and their frames.
 //! - [`feed`]: the journal's side: where its announces go (this process's
 //!   hub, the followers of its management `GET /advances`).
 //! - [`follow`]: the coordination side of a split deployment: following a
@@ -39,11 +40,11 @@ use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use subscription::{Highest, Subscription, Taken};
+use subscription::{Highest, Pending, Slots, Subscription, Written};
 use tokio::sync::Notify;
 
 /// Subscriptions one connection may hold at once (WS.md decision 8).
-pub const SUBSCRIPTIONS_PER_CONNECTION: usize = 16;
+pub const SUBSCRIPTIONS_PER_CONNECTION: usize = subscription::SLOTS;
 
 /// Journals whose latest announced cutoff the hub remembers (per
 /// generation, see [`subscription::Highest`]).
@@ -184,9 +185,69 @@ fn space_key(scope: &Scope) -> u64 {
 struct Peer {
     notify: Arc<Notify>,
     subscriptions: Vec<Subscription>,
+    /// What is pending for them.
+    pending: Pending,
+    /// Their frames' parts, in order, and their distinct scopes with the
+    /// slots holding each (both remade as they open and close): an
+    /// announce tests a connection's scopes without visiting its
+    /// subscriptions.
+    written: Arc<[Arc<Written>]>,
+    scopes: Vec<(Arc<Scope>, Slots)>,
     /// Frames of subscriptions that ended, in order.
     outbox: Vec<String>,
     shut: bool,
+}
+
+impl Peer {
+    fn new(notify: Arc<Notify>) -> Peer {
+        Peer {
+            notify,
+            subscriptions: Vec::new(),
+            pending: Pending::default(),
+            written: Arc::new([]),
+            scopes: Vec::new(),
+            outbox: Vec::new(),
+            shut: false,
+        }
+    }
+
+    fn add(&mut self, subscription: Subscription) {
+        let slot = self
+            .pending
+            .admit()
+            .expect("fewer subscriptions than slots");
+        self.subscriptions.push(subscription.admitted(slot));
+        self.rewrite();
+    }
+
+    /// Removes subscription `i`, answering its `closed` frame.
+    fn remove(&mut self, i: usize, reason: Reason) -> (Subscription, String) {
+        let subscription = self.subscriptions.remove(i);
+        let delivered = self.pending.release(subscription.slot());
+        let closed = subscription.closed(reason, delivered);
+        self.rewrite();
+        (subscription, closed)
+    }
+
+    fn rewrite(&mut self) {
+        self.written = self
+            .subscriptions
+            .iter()
+            .map(|s| Arc::clone(&s.written))
+            .collect();
+        self.scopes.clear();
+        for subscription in &self.subscriptions {
+            let slot: Slots = 1 << subscription.slot();
+            match self
+                .scopes
+                .iter_mut()
+                .find(|(scope, _)| Arc::ptr_eq(scope, &subscription.scope))
+            {
+                Some((_, slots)) => *slots |= slot,
+                None => self.scopes.push((Arc::clone(&subscription.scope), slot)),
+            }
+        }
+    }
 }
 
 /// One socket connection as the hub sees it. Created by the socket module
@@ -229,15 +290,9 @@ impl Hub {
     pub fn connect(self: &Arc<Self>) -> Arc<Connection> {
         let id = self.next_connection.fetch_add(1, Ordering::Relaxed);
         let notify = Arc::new(Notify::new());
-        self.lock().connections.insert(
-            id,
-            Peer {
-                notify: Arc::clone(&notify),
-                subscriptions: Vec::new(),
-                outbox: Vec::new(),
-                shut: false,
-            },
-        );
+        self.lock()
+            .connections
+            .insert(id, Peer::new(Arc::clone(&notify)));
         Arc::new(Connection {
             id,
             hub: Arc::clone(self),
@@ -329,7 +384,7 @@ impl Hub {
         }
         state.watched.add(&subscription.scope);
         let peer = state.connections.get_mut(&connection).expect("admissible");
-        peer.subscriptions.push(subscription);
+        peer.add(subscription);
         self.open.fetch_add(1, Ordering::Relaxed);
         drop(state);
         self.schedule.notify_one();
@@ -347,9 +402,9 @@ impl Hub {
         let Some(i) = peer.subscriptions.iter().position(|s| s.id == id) else {
             return false;
         };
-        let subscription = peer.subscriptions.remove(i);
+        let (subscription, closed) = peer.remove(i, Reason::Unsubscribed);
         state.watched.remove(&subscription.scope);
-        peer.outbox.push(subscription.closed(Reason::Unsubscribed));
+        peer.outbox.push(closed);
         peer.notify.notify_one();
         self.ended(1);
         true
@@ -401,16 +456,16 @@ impl Hub {
         let mut ended = 0;
         for peer in state.connections.values_mut() {
             let before = peer.subscriptions.len();
-            let mut kept = Vec::with_capacity(before);
-            for subscription in std::mem::take(&mut peer.subscriptions) {
-                if doomed(&subscription) {
+            let mut i = 0;
+            while i < peer.subscriptions.len() {
+                if doomed(&peer.subscriptions[i]) {
+                    let (subscription, closed) = peer.remove(i, reason);
                     state.watched.remove(&subscription.scope);
-                    peer.outbox.push(subscription.closed(reason));
+                    peer.outbox.push(closed);
                 } else {
-                    kept.push(subscription);
+                    i += 1;
                 }
             }
-            peer.subscriptions = kept;
             if peer.subscriptions.len() < before {
                 ended += before - peer.subscriptions.len();
                 peer.notify.notify_one();
@@ -448,13 +503,13 @@ impl Hub {
             let journal = &advance.journal;
             tested.clear();
             for peer in state.connections.values_mut() {
-                let mut due = false;
-                for subscription in &mut peer.subscriptions {
-                    let scope = Arc::as_ptr(&subscription.scope);
+                let mut covering: Slots = 0;
+                for (shared, slots) in &peer.scopes {
+                    let scope = Arc::as_ptr(shared);
                     let covers = match tested.iter().find(|(s, _)| *s == scope) {
                         Some(&(_, covers)) => covers,
                         None => {
-                            let covers = subscription.scope.covers(&journal.root_id, &journal.path);
+                            let covers = shared.covers(&journal.root_id, &journal.path);
                             if tested.len() < TESTED_SCOPES {
                                 tested.push((scope, covers));
                             }
@@ -462,10 +517,10 @@ impl Hub {
                         }
                     };
                     if covers {
-                        due |= subscription.offer(&named, advance.cutoff);
+                        covering |= slots;
                     }
                 }
-                if due {
+                if covering != 0 && peer.pending.offer(&named, advance.cutoff, covering) {
                     peer.notify.notify_one();
                 }
             }
@@ -477,11 +532,7 @@ impl Hub {
     pub fn lose_all(&self) {
         let mut state = self.lock();
         for peer in state.connections.values_mut() {
-            let mut due = false;
-            for subscription in &mut peer.subscriptions {
-                due |= subscription.lose();
-            }
-            if due {
+            if peer.pending.lose_all() {
                 peer.notify.notify_one();
             }
         }
@@ -501,21 +552,20 @@ impl Hub {
     /// writes the frames after releasing it: a connection's writer never
     /// holds up an announce longer than the taking.
     fn take_frames(&self, connection: u64) -> Frames {
-        let mut taken = Taken::default();
-        let ended = {
+        let (taken, ended) = {
             let mut state = self.lock();
             let Some(peer) = state.connections.get_mut(&connection) else {
                 return Frames::default();
             };
-            for subscription in &mut peer.subscriptions {
-                subscription.take(&mut taken);
-            }
-            std::mem::take(&mut peer.outbox)
+            let taken = peer.pending.take(Arc::clone(&peer.written));
+            (taken, std::mem::take(&mut peer.outbox))
         };
-        let (count, bytes) = taken.size();
+        let (count, bytes) = taken.as_ref().map_or((0, 0), |t| t.size());
         let closed: usize = ended.iter().map(String::len).sum();
         let mut frames = Frames::with_capacity(count + ended.len(), bytes + closed);
-        taken.write(&mut frames);
+        if let Some(taken) = &taken {
+            taken.write(&mut frames);
+        }
         for frame in &ended {
             frames.push(frame);
         }
@@ -531,9 +581,10 @@ impl Hub {
         peer.shut = true;
         let mut frames = std::mem::take(&mut peer.outbox);
         let ended = peer.subscriptions.len();
-        for subscription in peer.subscriptions.drain(..) {
+        while !peer.subscriptions.is_empty() {
+            let (subscription, closed) = peer.remove(0, Reason::Shutdown);
             state.watched.remove(&subscription.scope);
-            frames.push(subscription.closed(Reason::Shutdown));
+            frames.push(closed);
         }
         self.ended(ended);
         frames

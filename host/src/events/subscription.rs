@@ -1,5 +1,6 @@
-//! One subscription: its scope, its pending table and its frames
-//! (`contracts/coordination/WS.md`, "Subscriptions", decisions 4 and 7).
+//! Subscriptions, the pending table of a connection's subscriptions and
+//! their frames (`contracts/coordination/WS.md`, "Subscriptions",
+//! decisions 4 and 7).
 
 use super::frames::Frames;
 use serde_json::json;
@@ -93,59 +94,239 @@ impl Scope {
     }
 }
 
-/// What a connection's subscriptions had pending, taken from them under
-/// the hub's lock; [`Taken::write`] makes the frames after it is released.
-/// One take holds two vectors, whatever the number of subscriptions.
-#[derive(Default)]
-pub struct Taken {
-    /// One per subscription taken, in order.
-    groups: Vec<Group>,
-    /// The events of every group, in order.
-    events: Vec<(Arc<Named>, u64)>,
+/// Subscriptions one connection may hold at once (WS.md decision 8): one
+/// bit each of a [`Slots`] mask.
+pub const SLOTS: usize = 16;
+
+/// A set of a connection's subscriptions, by slot.
+pub type Slots = u16;
+
+const _: () = assert!(SLOTS <= Slots::BITS as usize);
+
+fn bit(slot: u8) -> Slots {
+    1 << slot
 }
 
-/// What one subscription had pending.
-struct Group {
-    /// The subscription's event frames up to the space (`EventHead`).
-    head: Arc<str>,
+/// What one subscription's frames are made of, fixed when it opens.
+pub struct Written {
+    /// Its bit in the connection's [`Pending`] masks.
+    slot: u8,
+    /// `{"subscription":…,"contract":…,"event":{"space":`.
+    head: String,
+    /// Leading path labels its frames leave out.
     hidden: usize,
-    /// Where its events end in [`Taken::events`] (they start where the
-    /// group before it ends).
-    events_end: usize,
-    /// The subscription's ID and the scope's space, when a `gap` was
-    /// pending.
-    gap: Option<(String, Journal)>,
+    /// Its whole `gap` frame.
+    gap: String,
 }
 
 /// Bytes an event frame takes beyond its head: the space's IDs, a short
 /// path and the cutoff (a guess for the buffer's first size).
 const EVENT_BYTES: usize = 160;
 
+/// One connection's pending events: one entry per journal, with the
+/// subscriptions it is pending for as a mask, so that an announce writes
+/// one entry per connection, not one per subscription, and a take moves
+/// one table.
+///
+/// Invariants: a journal has at most one entry; an entry's slots are open
+/// subscriptions' (never empty, but between a `release` and the next
+/// take); `counts[s]` is the number of entries holding slot `s`, at most
+/// [`PENDING_JOURNALS`]; every subscription pending for a journal is
+/// pending at the entry's cutoff, the latest announced since the last
+/// take (a subscription open at an earlier advance since then was open at
+/// the latest too, and scopes do not change).
+#[derive(Default)]
+pub struct Pending {
+    journals: Vec<Entry>,
+    /// Index of `journals` by space ID, kept once it holds more than
+    /// [`SCANNED`] journals (below that a scan is cheaper than hashing).
+    at: HashMap<String, usize>,
+    counts: [u16; SLOTS],
+    /// Slots with a `gap` pending.
+    gaps: Slots,
+    /// Events taken, by slot, since the slot's subscription opened.
+    delivered: [u64; SLOTS],
+    /// Slots of open subscriptions.
+    open: Slots,
+}
+
+struct Entry {
+    named: Arc<Named>,
+    cutoff: u64,
+    slots: Slots,
+}
+
+/// Pending journals looked up by scanning rather than by `at`.
+const SCANNED: usize = 16;
+
+impl Pending {
+    /// A free slot for a subscription that opens, with nothing pending;
+    /// none when all [`SLOTS`] are held.
+    pub fn admit(&mut self) -> Option<u8> {
+        let slot = (!self.open).trailing_zeros();
+        if slot as usize >= SLOTS {
+            return None;
+        }
+        let slot = slot as u8;
+        self.open |= bit(slot);
+        self.counts[slot as usize] = 0;
+        self.delivered[slot as usize] = 0;
+        self.gaps &= !bit(slot);
+        Some(slot)
+    }
+
+    /// Frees `slot`, dropping what was pending for it (the client re-reads
+    /// the scope anyway once the subscription ends); answers the events it
+    /// had delivered.
+    pub fn release(&mut self, slot: u8) -> u64 {
+        let gone = bit(slot);
+        self.open &= !gone;
+        self.gaps &= !gone;
+        if self.counts[slot as usize] > 0 {
+            self.counts[slot as usize] = 0;
+            for entry in &mut self.journals {
+                entry.slots &= !gone;
+            }
+            self.journals.retain(|entry| entry.slots != 0);
+            self.reindex();
+        }
+        self.delivered[slot as usize]
+    }
+
+    /// Takes the advance of `named`'s journal to `cutoff` for the open
+    /// subscriptions `covering` (whose scopes cover it); a subscription
+    /// whose table is full gets a `gap` instead. True when a frame became
+    /// due.
+    pub fn offer(&mut self, named: &Arc<Named>, cutoff: u64, covering: Slots) -> bool {
+        let covering = covering & self.open;
+        let found = self.position(named);
+        let held = found.map_or(0, |i| self.journals[i].slots);
+        let mut due = false;
+        let mut joining: Slots = 0;
+        let mut new = covering & !held;
+        while new != 0 {
+            let slot = new.trailing_zeros() as usize;
+            new &= new - 1;
+            if usize::from(self.counts[slot]) >= PENDING_JOURNALS {
+                due |= self.gaps & bit(slot as u8) == 0;
+                self.gaps |= bit(slot as u8);
+            } else {
+                self.counts[slot] += 1;
+                joining |= bit(slot as u8);
+            }
+        }
+        match found {
+            Some(i) => {
+                let entry = &mut self.journals[i];
+                if cutoff > entry.cutoff {
+                    entry.cutoff = cutoff;
+                    due |= entry.slots & covering != 0;
+                }
+                entry.slots |= joining;
+            }
+            None if joining != 0 => {
+                self.journals.push(Entry {
+                    named: Arc::clone(named),
+                    cutoff,
+                    slots: joining,
+                });
+                if self.journals.len() > SCANNED {
+                    if self.at.is_empty() {
+                        self.reindex();
+                    } else {
+                        self.at
+                            .insert(named.journal.space_id.clone(), self.journals.len() - 1);
+                    }
+                }
+            }
+            None => {}
+        }
+        due | (joining != 0)
+    }
+
+    /// Where `named`'s journal is in `journals`, if it is. The hub hands
+    /// out one `Named` per journal while it remembers the journal
+    /// (`Highest`), so the pointer test nearly always settles it; the
+    /// names are compared only when no pointer matches.
+    fn position(&self, named: &Arc<Named>) -> Option<usize> {
+        let space_id = named.journal.space_id.as_str();
+        if self.journals.len() > SCANNED {
+            return self.at.get(space_id).copied();
+        }
+        self.journals
+            .iter()
+            .position(|entry| Arc::ptr_eq(&entry.named, named))
+            .or_else(|| {
+                self.journals
+                    .iter()
+                    .position(|entry| entry.named.journal.space_id == space_id)
+            })
+    }
+
+    fn reindex(&mut self) {
+        self.at.clear();
+        if self.journals.len() > SCANNED {
+            for (i, entry) in self.journals.iter().enumerate() {
+                self.at.insert(entry.named.journal.space_id.clone(), i);
+            }
+        }
+    }
+
+    /// Records that advances in scope were not kept: one `gap` pending for
+    /// every open subscription. True when one was not pending already.
+    pub fn lose_all(&mut self) -> bool {
+        let due = self.open & !self.gaps != 0;
+        self.gaps |= self.open;
+        due
+    }
+
+    /// Takes everything pending, emptying the table (events taken count as
+    /// delivered). The table keeps room for [`SCANNED`] journals, so a
+    /// connection that keeps receiving events does not allocate one every
+    /// take.
+    pub fn take(&mut self, written: Arc<[Arc<Written>]>) -> Option<Taken> {
+        if self.journals.is_empty() && self.gaps == 0 {
+            return None;
+        }
+        for (delivered, count) in self.delivered.iter_mut().zip(&mut self.counts) {
+            *delivered += u64::from(std::mem::take(count));
+        }
+        self.at.clear();
+        let journals = std::mem::replace(&mut self.journals, Vec::with_capacity(SCANNED));
+        Some(Taken {
+            written,
+            journals,
+            gaps: std::mem::take(&mut self.gaps),
+        })
+    }
+}
+
+/// What a connection's subscriptions had pending, taken under the hub's
+/// lock; [`Taken::write`] makes the frames after it is released.
+pub struct Taken {
+    /// The connection's subscriptions at the take, in order.
+    written: Arc<[Arc<Written>]>,
+    journals: Vec<Entry>,
+    gaps: Slots,
+}
+
 impl Taken {
     /// Appends the frames to `frames`: for each subscription its events,
     /// then its gap.
-    pub fn write(self, frames: &mut Frames) {
+    pub fn write(&self, frames: &mut Frames) {
         use std::fmt::Write as _;
-        let mut start = 0;
-        for group in &self.groups {
-            for (named, cutoff) in &self.events[start..group.events_end] {
-                let space = named.space_json(group.hidden);
+        for written in self.written.iter() {
+            let slot = bit(written.slot);
+            for entry in self.journals.iter().filter(|e| e.slots & slot != 0) {
+                let space = entry.named.space_json(written.hidden);
                 frames.push_with(|frame| {
-                    frame.push_str(&group.head);
+                    frame.push_str(&written.head);
                     frame.push_str(&space);
-                    let _ = write!(frame, r#","cutoff":{cutoff}}}}}"#);
+                    let _ = write!(frame, r#","cutoff":{}}}}}"#, entry.cutoff);
                 });
             }
-            start = group.events_end;
-            if let Some((id, space)) = &group.gap {
-                let id = serde_json::to_string(id).expect("a string serializes");
-                frames.push_with(|frame| {
-                    let _ = write!(
-                        frame,
-                        r#"{{"subscription":{id},"contract":"{CONTRACT}","gap":{{"space":{}}}}}"#,
-                        space_json(space, group.hidden)
-                    );
-                });
+            if self.gaps & slot != 0 {
+                frames.push(&written.gap);
             }
         }
     }
@@ -153,9 +334,9 @@ impl Taken {
     /// About how many frames, and bytes in all, [`Taken::write`] writes
     /// (the subscriptions' heads are of one length but for their IDs).
     pub fn size(&self) -> (usize, usize) {
-        let gaps = self.groups.iter().filter(|g| g.gap.is_some()).count();
-        let head = self.groups.first().map_or(0, |g| g.head.len());
-        let frames = self.events.len() + gaps;
+        let events: u32 = self.journals.iter().map(|e| e.slots.count_ones()).sum();
+        let head = self.written.first().map_or(0, |w| w.head.len());
+        let frames = (events + self.gaps.count_ones()) as usize;
         (frames, frames * (head + EVENT_BYTES))
     }
 }
@@ -180,11 +361,8 @@ impl Reason {
     }
 }
 
-/// An open subscription.
-///
-/// Invariants: at most [`PENDING_JOURNALS`] journals are pending, each at
-/// most once (a later advance replaces its cutoff, never a lower one); at
-/// most one `gap` is pending.
+/// An open subscription; what is pending for it is in its connection's
+/// [`Pending`], under its slot.
 pub struct Subscription {
     pub id: String,
     pub scope: Arc<Scope>,
@@ -192,129 +370,58 @@ pub struct Subscription {
     pub expires_at: u64,
     /// Digests of the grants that authorized it.
     pub grants: Vec<String>,
-    /// `{"subscription":…,"contract":…,"event":{"space":`, made once.
-    head: Arc<str>,
-    pending: Vec<(Arc<Named>, u64)>,
-    /// Index in `pending` by space ID, kept once `pending` holds more than
-    /// [`SCANNED`] journals (below that a scan is cheaper than hashing).
-    at: HashMap<String, usize>,
-    gap: bool,
-    delivered: u64,
+    /// Its frames' parts, and its slot once its connection admitted it.
+    pub written: Arc<Written>,
 }
-
-/// Pending journals looked up by scanning rather than by `at`.
-const SCANNED: usize = 16;
 
 impl Subscription {
     pub fn new(id: String, scope: Arc<Scope>, expires_at: u64, grants: Vec<String>) -> Self {
         let quoted = serde_json::to_string(&id).expect("a string serializes");
-        let head =
-            format!(r#"{{"subscription":{quoted},"contract":"{CONTRACT}","event":{{"space":"#);
+        let space = Journal {
+            root_id: scope.root_id.clone(),
+            space_id: scope.space_id.clone(),
+            path: scope.prefix.clone(),
+        };
+        let hidden = scope.hidden as usize;
+        let written = Written {
+            slot: 0,
+            head: format!(
+                r#"{{"subscription":{quoted},"contract":"{CONTRACT}","event":{{"space":"#
+            ),
+            hidden,
+            gap: format!(
+                r#"{{"subscription":{quoted},"contract":"{CONTRACT}","gap":{{"space":{}}}}}"#,
+                space_json(&space, hidden)
+            ),
+        };
         Subscription {
-            head: head.into(),
             id,
             scope,
             expires_at,
             grants,
-            pending: Vec::new(),
-            at: HashMap::new(),
-            gap: false,
-            delivered: 0,
+            written: Arc::new(written),
         }
     }
 
-    /// Takes the advance of `journal` to `cutoff` (which the scope covers)
-    /// into the pending table; true when a frame became due.
-    pub fn offer(&mut self, named: &Arc<Named>, cutoff: u64) -> bool {
-        if let Some(i) = self.position(named) {
-            let pending = &mut self.pending[i].1;
-            if cutoff <= *pending {
-                return false;
-            }
-            *pending = cutoff;
-            return true;
-        }
-        if self.pending.len() >= PENDING_JOURNALS {
-            return self.lose();
-        }
-        self.pending.push((Arc::clone(named), cutoff));
-        if self.pending.len() > SCANNED {
-            if self.at.is_empty() {
-                for (i, (pending, _)) in self.pending.iter().enumerate() {
-                    self.at.insert(pending.journal.space_id.clone(), i);
-                }
-            } else {
-                self.at
-                    .insert(named.journal.space_id.clone(), self.pending.len() - 1);
-            }
-        }
-        true
+    /// The subscription's slot on its connection.
+    pub fn slot(&self) -> u8 {
+        self.written.slot
     }
 
-    /// Where `named`'s journal is in `pending`, if it is. The hub hands
-    /// out one `Named` per journal while it remembers the journal
-    /// (`Highest`), so the pointer test nearly always settles it; the
-    /// names are compared only when no pointer matches.
-    fn position(&self, named: &Arc<Named>) -> Option<usize> {
-        let space_id = named.journal.space_id.as_str();
-        if self.pending.len() > SCANNED {
-            return self.at.get(space_id).copied();
-        }
-        self.pending
-            .iter()
-            .position(|(pending, _)| Arc::ptr_eq(pending, named))
-            .or_else(|| {
-                self.pending
-                    .iter()
-                    .position(|(pending, _)| pending.journal.space_id == space_id)
-            })
+    /// Gives the subscription its connection's `slot`.
+    pub fn admitted(mut self, slot: u8) -> Self {
+        Arc::get_mut(&mut self.written)
+            .expect("not yet shared: admitted before it is written")
+            .slot = slot;
+        self
     }
 
-    /// Records that an advance in scope was not kept: one `gap` pending.
-    /// True when it was not pending already.
-    pub fn lose(&mut self) -> bool {
-        !std::mem::replace(&mut self.gap, true)
-    }
-
-    pub fn has_frames(&self) -> bool {
-        self.gap || !self.pending.is_empty()
-    }
-
-    /// Takes what is pending into `taken`, emptying the table (events
-    /// taken count as delivered). The table keeps room for [`SCANNED`]
-    /// journals, so a subscription that keeps receiving events does not
-    /// allocate one every take.
-    pub fn take(&mut self, taken: &mut Taken) {
-        if !self.has_frames() {
-            return;
-        }
-        self.at.clear();
-        self.delivered += self.pending.len() as u64;
-        taken.events.append(&mut self.pending);
-        self.pending.shrink_to(SCANNED);
-        let gap = std::mem::take(&mut self.gap).then(|| {
-            let space = Journal {
-                root_id: self.scope.root_id.clone(),
-                space_id: self.scope.space_id.clone(),
-                path: self.scope.prefix.clone(),
-            };
-            (self.id.clone(), space)
-        });
-        taken.groups.push(Group {
-            head: Arc::clone(&self.head),
-            hidden: self.scope.hidden as usize,
-            events_end: taken.events.len(),
-            gap,
-        });
-    }
-
-    /// The subscription's last frame. What is still pending is dropped:
-    /// the client re-reads the scope anyway once it ends.
-    pub fn closed(self, reason: Reason) -> String {
+    /// The subscription's last frame, after `delivered` events.
+    pub fn closed(&self, reason: Reason, delivered: u64) -> String {
         json!({
             "subscription": self.id,
             "contract": CONTRACT,
-            "closed": { "reason": reason.as_str(), "delivered": self.delivered },
+            "closed": { "reason": reason.as_str(), "delivered": delivered },
         })
         .to_string()
     }
@@ -381,8 +488,7 @@ mod tests {
         })
     }
 
-    #[test]
-    fn a_take_moves_every_event_and_keeps_room_for_a_few_journals_only() {
+    fn subscription(id: &str, slot: u8) -> Subscription {
         let scope = Arc::new(Scope {
             prefix: vec![],
             depth: None,
@@ -390,29 +496,123 @@ mod tests {
             root_id: "rt_1".into(),
             space_id: "spc_0".into(),
         });
-        let mut subscription = Subscription::new("sub_a".into(), scope, u64::MAX, vec![]);
-        for i in 0..100 {
-            assert!(subscription.offer(&journal(i), 1));
-        }
-        assert!(subscription.lose());
-        let mut taken = Taken::default();
-        subscription.take(&mut taken);
-        assert!(subscription.pending.capacity() <= SCANNED);
-        assert!(!subscription.has_frames());
+        Subscription::new(id.into(), scope, u64::MAX, vec![]).admitted(slot)
+    }
+
+    /// The frames of a take, parsed.
+    fn frames_of(taken: Option<Taken>) -> Vec<serde_json::Value> {
         let mut frames = Frames::default();
-        taken.write(&mut frames);
-        let frames: Vec<serde_json::Value> = frames
+        if let Some(taken) = taken {
+            taken.write(&mut frames);
+        }
+        frames
             .iter()
             .map(|f| serde_json::from_str(f).unwrap())
-            .collect();
-        assert_eq!(frames.len(), 101, "the events, then the gap");
-        for (i, frame) in frames[..100].iter().enumerate() {
+            .collect()
+    }
+
+    fn events(frames: &[serde_json::Value], id: &str) -> Vec<(String, u64)> {
+        frames
+            .iter()
+            .filter(|f| f["subscription"] == id && f.get("event").is_some())
+            .map(|f| {
+                let event = &f["event"];
+                let space = event["space"]["space_id"].as_str().unwrap().to_string();
+                (space, event["cutoff"].as_u64().unwrap())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_take_moves_every_event_then_the_gap_and_keeps_room_for_a_few_journals_only() {
+        let mut pending = Pending::default();
+        let slot = pending.admit().unwrap();
+        let written: Arc<[Arc<Written>]> = Arc::new([subscription("sub_a", slot).written]);
+        for i in 0..PENDING_JOURNALS {
+            assert!(pending.offer(&journal(i), 1, bit(slot)));
+        }
+        assert!(
+            pending.offer(&journal(PENDING_JOURNALS), 1, bit(slot)),
+            "a gap is due"
+        );
+        assert!(
+            !pending.offer(&journal(PENDING_JOURNALS + 1), 1, bit(slot)),
+            "one gap"
+        );
+        let frames = frames_of(pending.take(Arc::clone(&written)));
+        assert!(pending.journals.capacity() <= SCANNED && pending.at.is_empty());
+        assert!(pending.take(Arc::clone(&written)).is_none(), "drained");
+        assert_eq!(
+            frames.len(),
+            PENDING_JOURNALS + 1,
+            "the events, then the gap"
+        );
+        for (i, frame) in frames[..PENDING_JOURNALS].iter().enumerate() {
             assert_eq!(frame["event"]["space"]["space_id"], format!("spc_{i}"));
             assert_eq!(frame["event"]["cutoff"], 1);
         }
-        assert_eq!(frames[100]["gap"]["space"]["space_id"], "spc_0");
-        assert!(subscription
-            .closed(Reason::Shutdown)
-            .contains(r#""delivered":100"#));
+        assert_eq!(
+            frames[PENDING_JOURNALS]["gap"]["space"]["space_id"],
+            "spc_0"
+        );
+        assert_eq!(pending.release(slot), PENDING_JOURNALS as u64, "delivered");
+    }
+
+    #[test]
+    fn subscriptions_share_a_journal_entry_and_each_get_its_latest_cutoff() {
+        let mut pending = Pending::default();
+        let (a, b) = (pending.admit().unwrap(), pending.admit().unwrap());
+        let written: Arc<[Arc<Written>]> = Arc::new([
+            subscription("sub_a", a).written,
+            subscription("sub_b", b).written,
+        ]);
+        let (x, y) = (journal(1), journal(2));
+        assert!(pending.offer(&x, 1, bit(a)));
+        assert!(
+            pending.offer(&x, 2, bit(a) | bit(b)),
+            "b joins, a's cutoff rises"
+        );
+        assert!(!pending.offer(&x, 2, bit(a) | bit(b)), "nothing new");
+        assert!(pending.offer(&y, 5, bit(b)));
+        assert_eq!(pending.journals.len(), 2, "one entry per journal");
+        let frames = frames_of(pending.take(written));
+        assert_eq!(events(&frames, "sub_a"), [("spc_1".to_string(), 2)]);
+        assert_eq!(
+            events(&frames, "sub_b"),
+            [("spc_1".to_string(), 2), ("spc_2".to_string(), 5)]
+        );
+        assert_eq!((pending.release(a), pending.release(b)), (1, 2));
+    }
+
+    #[test]
+    fn a_released_slot_drops_its_events_and_comes_back_empty() {
+        let mut pending = Pending::default();
+        let (a, b) = (pending.admit().unwrap(), pending.admit().unwrap());
+        for i in 0..SCANNED + 4 {
+            pending.offer(&journal(i), 1, bit(a));
+        }
+        pending.offer(&journal(0), 2, bit(b));
+        assert!(pending.lose_all());
+        assert_eq!(pending.release(a), 0);
+        assert_eq!(pending.journals.len(), 1, "only b's journal is left");
+        assert_eq!(pending.admit(), Some(a), "the lowest free slot");
+        assert!(
+            !pending.offer(&journal(1), 1, 1 << 15),
+            "a slot not open is not offered"
+        );
+        let written: Arc<[Arc<Written>]> = Arc::new([
+            subscription("sub_c", a).written,
+            subscription("sub_b", b).written,
+        ]);
+        let frames = frames_of(pending.take(written));
+        assert!(events(&frames, "sub_c").is_empty());
+        assert_eq!(events(&frames, "sub_b"), [("spc_0".to_string(), 2)]);
+        let gaps: Vec<_> = frames.iter().filter(|f| f.get("gap").is_some()).collect();
+        assert_eq!(gaps.len(), 1, "the gap was b's: c opened after it");
+        assert_eq!(gaps[0]["subscription"], "sub_b");
+        for _ in 2..SLOTS {
+            assert!(pending.admit().is_some());
+        }
+        assert_eq!(pending.admit(), None, "every slot is held");
     }
 }

@@ -433,6 +433,50 @@ async fn unsubscribe_queues_the_closed_frame_and_only_for_its_connection() {
 }
 
 #[tokio::test]
+async fn a_subscription_in_a_freed_slot_inherits_nothing_and_neighbours_keep_theirs() {
+    let hub = Hub::new(Source::Local);
+    let connection = hub.connect();
+    open(&hub, &connection, "sub_a", scope("a", None)).await;
+    open(&hub, &connection, "sub_b", scope("", None)).await;
+    hub.announce(&[advance("a/x", 1, 3), advance("b", 2, 1)]);
+    assert!(hub.close(connection.id(), "sub_a"));
+    // The freed slot goes to the next subscription, with nothing pending.
+    open(&hub, &connection, "sub_c", scope("a", None)).await;
+    let frames = parsed(&connection.take_frames());
+    let of = |id: &str| -> Vec<(String, u64)> {
+        let mine: Vec<Value> = frames
+            .iter()
+            .filter(|f| f["subscription"] == id)
+            .cloned()
+            .collect();
+        cutoffs(&mine)
+    };
+    assert!(of("sub_c").is_empty(), "{frames:?}");
+    assert_eq!(
+        of("sub_b"),
+        [
+            (format!("spc_{:032x}", 1), 3),
+            (format!("spc_{:032x}", 2), 1)
+        ]
+    );
+    let closed: Vec<&Value> = frames
+        .iter()
+        .filter(|f| f.get("closed").is_some())
+        .collect();
+    assert_eq!(closed.len(), 1);
+    assert_eq!(
+        closed[0]["closed"]["delivered"], 0,
+        "sub_a's event was dropped"
+    );
+    // Later advances reach the new subscription.
+    hub.announce(&[advance("a/x", 1, 4)]);
+    let frames = parsed(&connection.take_frames());
+    let subscribers: Vec<&Value> = frames.iter().map(|f| &f["subscription"]).collect();
+    assert_eq!(subscribers, ["sub_b", "sub_c"]);
+    assert_eq!(cutoffs(&frames), vec![(format!("spc_{:032x}", 1), 4); 2]);
+}
+
+#[tokio::test]
 async fn shut_closes_every_subscription_and_refuses_later_opens() {
     let hub = Hub::new(Source::Local);
     let connection = hub.connect();

@@ -31,9 +31,10 @@ use std::time::Duration;
 use tokio::sync::{mpsc, Semaphore};
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::error::Error as WsError;
-use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::{CloseCode, Data, OpCode};
+use tokio_tungstenite::tungstenite::protocol::frame::Frame;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
-use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
+use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 
 /// The frame limit: 64 MiB plus 1 MiB of envelope headroom (WS.md
@@ -429,7 +430,9 @@ enum Stop {
 /// Writes `frames`, then `reply`, in order with one flush after the last
 /// (frames are buffered up to tungstenite's write buffer, not written one
 /// by one), all within `timeout`: one clock for the batch, not one per
-/// frame. Subscription frames go out as slices of their take's buffer.
+/// frame. Subscription frames go out as slices of their take's buffer,
+/// each a whole text frame: their text is UTF-8 by construction
+/// ([`Frames`]), so it is not checked again on the way out.
 async fn write_frames(
     sink: &mut SplitSink<Socket, Message>,
     frames: Frames,
@@ -438,8 +441,8 @@ async fn write_frames(
 ) -> Result<(), Stop> {
     let writing = async {
         for frame in frames.into_slices() {
-            let text = Utf8Bytes::try_from(frame).expect("a take's frames are cut at their ends");
-            sink.feed(Message::Text(text)).await?;
+            let text = Frame::message(frame, OpCode::Data(Data::Text), true);
+            sink.feed(Message::Frame(text)).await?;
         }
         if let Some(reply) = reply {
             sink.feed(Message::text(reply)).await?;
