@@ -237,7 +237,7 @@ impl Peer {
             .collect();
         self.scopes.clear();
         for subscription in &self.subscriptions {
-            let slot: Slots = 1 << subscription.slot();
+            let slot = subscription::bit(subscription.slot());
             match self
                 .scopes
                 .iter_mut()

@@ -103,7 +103,8 @@ pub type Slots = u16;
 
 const _: () = assert!(SLOTS <= Slots::BITS as usize);
 
-fn bit(slot: u8) -> Slots {
+/// The mask holding `slot` alone.
+pub fn bit(slot: u8) -> Slots {
     1 << slot
 }
 
