@@ -471,8 +471,9 @@ pub async fn run(target: Target, round: Duration) -> Result<Vec<Row>> {
         let (cpu, sent) = (floor.server_cpu()?, floor.frames.load(Ordering::Relaxed));
         native.add(&Load::measure(&target, &spaces, round).await?);
         native_cpu += floor.server_cpu()?.saturating_sub(cpu);
-        native_frames += floor.frames.load(Ordering::Relaxed) - sent;
-        ensure!(native_frames > 0, "the native fan-out delivered no frame");
+        let delivered = floor.frames.load(Ordering::Relaxed) - sent;
+        ensure!(delivered > 0, "the native fan-out delivered no frame");
+        native_frames += delivered;
         drop(floor);
         progress(&format!("events: round {n}: none open"));
         without.add(&Load::measure(&target, &spaces, round).await?);
