@@ -206,14 +206,16 @@ impl Pending {
         let mut joining: Slots = 0;
         let mut new = covering & !held;
         while new != 0 {
-            let slot = new.trailing_zeros() as usize;
-            new &= new - 1;
-            if usize::from(self.counts[slot]) >= PENDING_JOURNALS {
-                due |= self.gaps & bit(slot as u8) == 0;
-                self.gaps |= bit(slot as u8);
+            let slot = new.trailing_zeros() as u8;
+            let one = bit(slot);
+            new &= !one;
+            let count = &mut self.counts[usize::from(slot)];
+            if usize::from(*count) >= PENDING_JOURNALS {
+                due |= self.gaps & one == 0;
+                self.gaps |= one;
             } else {
-                self.counts[slot] += 1;
-                joining |= bit(slot as u8);
+                *count += 1;
+                joining |= one;
             }
         }
         match found {
