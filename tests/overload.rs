@@ -415,3 +415,68 @@ fn a_second_labd_on_one_data_directory_exits_at_start() {
         "a start removes what a crash left behind"
     );
 }
+
+/// The services' common requests fit in their components' initial memory:
+/// none grows an instance's memory, a growth being an `mprotect` of the new
+/// pages and its reversal when the pool resets the slot, paid by every
+/// request that grows.
+#[test]
+fn common_requests_run_within_the_components_initial_memory() {
+    use crate::support::coord::{labels, Req};
+    use lab_coord_auth::GrantKind;
+    use serde_json::json;
+    let (labd, coord) = support::coord::start("initial-memory");
+    coord.project("alpha");
+    let worker = coord.holder(20, &[GrantKind::Publish, GrantKind::Read], "projects/alpha");
+    let blob = labd.bytes().put(&[7u8; 4096]);
+    let health = labd.journal().get("/healthz").json();
+    let head = json!({ "space": {
+        "root_id": health["identity"]["root_id"],
+        "space_id": health["identity"]["root_space_id"],
+    }});
+    let publish = |n: u32| {
+        let body = json!({
+            "operation_id": format!("finding-{n}"),
+            "path": labels("projects/alpha/snapshots/s1"),
+            "profile": "lab/finding/1",
+            "record": { "finding": "ok", "n": n },
+        });
+        Req::json("publish", &body)
+    };
+    // The leaf exists from here on: what follows is the steady path.
+    coord.ok(&worker, &publish(0), 201);
+
+    let growths = || {
+        labd.bytes_management()
+            .metric("lab_memory_growths_total")
+            .expect("the growths are counted")
+    };
+    let before = growths();
+    for n in 1..=4 {
+        assert_eq!(labd.bytes().get(&format!("/v1/blobs/{blob}")).status, 200);
+        assert_eq!(
+            labd.journal()
+                .post_json("/v1/head", &head.to_string())
+                .status,
+            200
+        );
+        coord.ok(
+            &worker,
+            &Req::read("resolve").path("projects/alpha/snapshots/s1"),
+            200,
+        );
+        coord.ok(&worker, &publish(n), 201);
+        let page = coord.entries_as(&worker, "projects/alpha/snapshots/s1");
+        assert_eq!(page.len(), n as usize + 1);
+    }
+    assert_eq!(growths(), before, "a request grew its instance's memory");
+    // A request that needs more does grow, and is counted.
+    let large = json!({
+        "operation_id": "finding-large",
+        "path": labels("projects/alpha/snapshots/s1"),
+        "profile": "lab/finding/1",
+        "record": { "finding": "x".repeat(3 << 20), "n": 0 },
+    });
+    coord.send(&worker, &Req::json("publish", &large));
+    assert!(growths() > before, "a large body grew no memory");
+}

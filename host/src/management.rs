@@ -158,9 +158,13 @@ fn memory_metrics(memory: &crate::memory::MemoryBudget) -> String {
          lab_memory_budget_bytes {}\n\
          # HELP lab_memory_charged_bytes Instance memory beyond the base in use now.\n\
          # TYPE lab_memory_charged_bytes gauge\n\
-         lab_memory_charged_bytes {}\n",
+         lab_memory_charged_bytes {}\n\
+         # HELP lab_memory_growths_total Instance memories grown after their creation.\n\
+         # TYPE lab_memory_growths_total counter\n\
+         lab_memory_growths_total {}\n",
         memory.budget_bytes(),
-        memory.charged_bytes()
+        memory.charged_bytes(),
+        memory.growths()
     )
 }
 

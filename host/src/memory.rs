@@ -9,6 +9,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -26,6 +27,10 @@ pub struct MemoryBudget {
     total_pages: usize,
     base: usize,
     wait: Duration,
+    /// Growths of a memory after its creation, each an `mprotect` of the
+    /// new pages and its reversal when the pool resets the slot: a
+    /// component whose requests grow their memory starts too small.
+    growths: AtomicU64,
 }
 
 impl MemoryBudget {
@@ -39,6 +44,7 @@ impl MemoryBudget {
             total_pages,
             base: usize::try_from(base).unwrap_or(usize::MAX),
             wait,
+            growths: AtomicU64::new(0),
         })
     }
 
@@ -50,6 +56,11 @@ impl MemoryBudget {
     /// Bytes charged to instances now.
     pub fn charged_bytes(&self) -> u64 {
         ((self.total_pages - self.pages.available_permits()) * PAGE) as u64
+    }
+
+    /// Growths of instance memories after their creation, so far.
+    pub fn growths(&self) -> u64 {
+        self.growths.load(Relaxed)
     }
 
     /// Bytes an instance uses without charge.
@@ -91,7 +102,12 @@ impl MemoryLimiter {
         self.denied
     }
 
+    /// A memory of the store grows from `current` to `desired` bytes (from
+    /// 0 to its initial size when it is created).
     async fn grow(&mut self, current: usize, desired: usize) -> bool {
+        if current > 0 {
+            self.budget.growths.fetch_add(1, Relaxed);
+        }
         let total = self.total + desired.saturating_sub(current);
         if total > self.max {
             return false;
@@ -184,6 +200,7 @@ mod tests {
         let mut third = MemoryLimiter::new(Arc::clone(&budget), 64 * MIB);
         assert!(third.grow(0, 10 * MIB).await);
         assert!(!third.denied());
+        assert_eq!(budget.growths(), 2, "creations are not growths");
     }
 
     #[tokio::test]
