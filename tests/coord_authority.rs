@@ -451,3 +451,57 @@ fn references_in_bodies_do_not_reveal_what_the_caller_cannot_read() {
         String::from_utf8_lossy(&assigned.body)
     );
 }
+
+/// Requests on one HTTP connection share the signatures they had verified
+/// (design.md, "Sockets" 9): a grant checked once on the connection
+/// vouches for its exact bytes only, never for a grant altered around its
+/// signature, and never outlives the grant's revocation.
+#[test]
+fn a_grant_verified_on_a_connection_vouches_for_its_exact_bytes_only() {
+    use crate::support::coord::{kept_alive_request_bytes, nonce};
+    let (_labd, coord) = start("http-verified");
+    coord.project("alpha");
+    coord.project("beta");
+    let worker = coord.provision_worker("alpha", "w1", 41);
+    let mut connection = coord.client.connect();
+    let mut on_connection = |who: &Holder, path: &str| {
+        let req = Req::read("resolve").path(path);
+        let header = coord.header(who, &req, now(), &nonce());
+        std::io::Write::write_all(&mut connection, &kept_alive_request_bytes(&req, &header))
+            .unwrap();
+        crate::support::read_response(&mut connection)
+    };
+    let fresh = |who: &Holder, path: &str| coord.send(who, &Req::read("resolve").path(path));
+    // The grant verifies on this connection, and reaches alpha only.
+    assert_eq!(on_connection(&worker, "projects/alpha").status, 200);
+    on_connection(&worker, "projects/beta").assert_error(403, "denied");
+
+    let altered = |change: &dyn Fn(&mut Grant)| {
+        let mut grants = worker.grants.clone();
+        change(&mut grants[0]);
+        Holder {
+            key: worker.key.clone(),
+            grants,
+        }
+    };
+    let widened = altered(&|g| g.path = Vec::new());
+    let longer = altered(&|g| g.valid_until += 1);
+    let resigned = altered(&|g| g.signature[0] ^= 1);
+    for (holder, path) in [
+        (&widened, "projects/beta"),
+        (&longer, "projects/alpha"),
+        (&resigned, "projects/alpha"),
+    ] {
+        let unseen = fresh(holder, path);
+        assert_ne!(unseen.status, 200);
+        let seen = on_connection(holder, path);
+        assert_eq!(seen.status, unseen.status);
+        assert_eq!(seen.json()["error"], unseen.json()["error"]);
+    }
+    // The grant as issued still holds, until its worker is retired.
+    assert_eq!(on_connection(&worker, "projects/alpha").status, 200);
+    coord.retire_worker("alpha", "w1");
+    let after = on_connection(&worker, "projects/alpha");
+    assert_eq!(after.status, fresh(&worker, "projects/alpha").status);
+    assert_ne!(after.status, 200, "a revoked grant outlived its retirement");
+}

@@ -3,6 +3,7 @@
 use crate::bindings::{services, types::Header, WitRequest, WitResponse};
 use crate::body::{with_idle_limit, BoxError, IncomingBody, PeerBody};
 use crate::parts::{self, Part};
+use crate::server::Listener;
 use crate::service::{Admission, InstanceError, Service, NO_MEMORY};
 use bytes::Bytes;
 use http_body_util::BodyExt;
@@ -208,6 +209,10 @@ async fn run(
         Err(InstanceError::Unavailable(why)) => return Err(Failure::Unavailable(why)),
         Err(InstanceError::Failed(e)) => return Err(e.into()),
     };
+    instance.store.data_mut().verified = parts
+        .extensions
+        .get::<Listener>()
+        .map(|listener| Arc::clone(&listener.verified));
     let body = instance.store.data_mut().table.push(body)?;
     let handler = instance.service.lab_platform_handler();
     let mut wit_response = match handler

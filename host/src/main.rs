@@ -55,6 +55,7 @@ mod settings;
 mod socket;
 mod storage;
 mod tools;
+mod verified;
 
 mod components {
     include!(concat!(env!("OUT_DIR"), "/components.rs"));

@@ -25,6 +25,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 use crate::dispatch::HttpResponse;
+use crate::verified::Verified;
 
 /// The bounds of one listener.
 #[derive(Debug, Clone, Copy)]
@@ -42,6 +43,8 @@ pub struct Listener {
     /// clone, so a socket holding one keeps them.
     pub slot: Arc<ConnectionSlot>,
     pub shutdown: watch::Receiver<bool>,
+    /// The signatures the connection's requests had verified.
+    pub verified: Arc<Verified>,
 }
 
 /// A connection's places in its listener's counts.
@@ -101,6 +104,7 @@ pub async fn serve<H, F, R>(
                 _served: permit,
             }),
             shutdown: shutdown.clone(),
+            verified: Arc::default(),
         };
         let serving = context.slot._served.is_some();
         let handler = handler.clone();

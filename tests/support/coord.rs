@@ -322,7 +322,7 @@ pub fn send_half(address: std::net::SocketAddr, req: &Req, header: &str) -> std:
     let built = req.built();
     let mut stream = std::net::TcpStream::connect(address).unwrap();
     stream
-        .write_all(request_head(&built, header).as_bytes())
+        .write_all(request_head(&built, header, "close").as_bytes())
         .unwrap();
     stream
         .write_all(&built.body[..built.body.len() / 2])
@@ -330,9 +330,9 @@ pub fn send_half(address: std::net::SocketAddr, req: &Req, header: &str) -> std:
     stream
 }
 
-fn request_head(built: &Built, header: &str) -> String {
+fn request_head(built: &Built, header: &str, connection: &str) -> String {
     format!(
-        "{} {} HTTP/1.1\r\nhost: test\r\nconnection: close\r\ncontent-type: application/json\r\nsvc-auth: {header}\r\ncontent-length: {}\r\n\r\n",
+        "{} {} HTTP/1.1\r\nhost: test\r\nconnection: {connection}\r\ncontent-type: application/json\r\nsvc-auth: {header}\r\ncontent-length: {}\r\n\r\n",
         built.method(),
         built.target,
         built.body.len()
@@ -352,10 +352,21 @@ pub fn try_send(
     super::try_read_response(&mut stream)
 }
 
-/// One signed request as bytes on the wire: head and body.
+/// One signed request as bytes on the wire: head and body; the server
+/// closes the connection after its answer.
 pub fn request_bytes(req: &Req, header: &str) -> Vec<u8> {
+    on_the_wire(req, header, "close")
+}
+
+/// One signed request as bytes on the wire, the connection kept open for
+/// the next.
+pub fn kept_alive_request_bytes(req: &Req, header: &str) -> Vec<u8> {
+    on_the_wire(req, header, "keep-alive")
+}
+
+fn on_the_wire(req: &Req, header: &str, connection: &str) -> Vec<u8> {
     let built = req.built();
-    let mut bytes = request_head(&built, header).into_bytes();
+    let mut bytes = request_head(&built, header, connection).into_bytes();
     bytes.extend_from_slice(&built.body);
     bytes
 }

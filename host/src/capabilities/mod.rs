@@ -103,9 +103,9 @@ pub struct RequestState {
     /// Whether this instance answers another service's call (it may then
     /// make none itself).
     nested: bool,
-    /// The signatures verified on the socket connection this instance
-    /// answers a call of, if it does.
-    pub verified: Option<Arc<crate::socket::Verified>>,
+    /// The signatures verified on the connection whose request (or socket
+    /// call) this instance answers; none for a nested call.
+    pub verified: Option<Arc<crate::verified::Verified>>,
 }
 
 impl RequestState {

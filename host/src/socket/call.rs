@@ -1,9 +1,9 @@
 //! One socket call through a fresh instance of the service's component,
 //! admitted like an HTTP request, and the replies the host gives itself.
 
-use super::Verified;
 use crate::body::IncomingBody;
 use crate::service::{Admission, InstanceError, Service, NO_MEMORY};
+use crate::verified::Verified;
 use std::sync::Arc;
 use std::time::Instant;
 use wasmtime::component::Resource;

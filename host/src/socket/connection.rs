@@ -16,11 +16,12 @@
 //!   [`SHUTDOWN_GRACE`], then the hub's `closed` frames and close 1001.
 
 use super::call::{self, refusal};
-use super::{Sockets, Verified};
+use super::Sockets;
 use crate::events::{Connection, Frames};
 use crate::metrics::Metrics;
 use crate::server::Listener;
 use crate::service::Service;
+use crate::verified::Verified;
 use futures_util::stream::SplitSink;
 use futures_util::{SinkExt, StreamExt};
 use hyper::upgrade::Upgraded;
@@ -146,7 +147,7 @@ pub async fn serve(
         out: out.clone(),
         in_flight: Arc::new(Semaphore::new(MAX_IN_FLIGHT as usize)),
         ids: Arc::new(Mutex::new(HashSet::new())),
-        verified: Arc::default(),
+        verified: Arc::clone(&listener.verified),
     };
     let mut shutdown = listener.shutdown.clone();
     let ending = reader.read(&mut stream, &mut shutdown).await;

@@ -12,10 +12,8 @@
 
 mod call;
 mod connection;
-mod verified;
 
 pub use connection::Writing;
-pub use verified::Verified;
 
 use crate::dispatch::{host_error, HttpResponse, ResponseBody};
 use crate::events::Hub;

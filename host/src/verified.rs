@@ -1,6 +1,8 @@
-//! Signatures one socket connection's calls have had verified, so that the
-//! grants a client presents on every call are checked once per connection,
-//! not once per call (design.md, "Sockets" 9).
+//! Signatures one connection's requests have had verified, so that the
+//! grants a client presents on every request are checked once per
+//! connection, not once per request (design.md, "Sockets" 9). An HTTP
+//! connection's requests and the calls of a socket it was upgraded to
+//! share one.
 //!
 //! Invariants:
 //! - only a `Valid` outcome of `check_strict` is remembered, keyed by the
