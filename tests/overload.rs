@@ -429,22 +429,18 @@ fn common_requests_run_within_the_components_initial_memory() {
     coord.project("alpha");
     let worker = coord.holder(20, &[GrantKind::Publish, GrantKind::Read], "projects/alpha");
     let blob = labd.bytes().put(&[7u8; 4096]);
-    let health = labd.journal().get("/healthz").json();
-    let head = json!({ "space": {
-        "root_id": health["identity"]["root_id"],
-        "space_id": health["identity"]["root_space_id"],
-    }});
-    let publish = |n: u32| {
+    let head = support::root_head_request(&labd);
+    let publish = |operation: &str, finding: &str| {
         let body = json!({
-            "operation_id": format!("finding-{n}"),
+            "operation_id": operation,
             "path": labels("projects/alpha/snapshots/s1"),
             "profile": "lab/finding/1",
-            "record": { "finding": "ok", "n": n },
+            "record": { "finding": finding, "n": 0 },
         });
         Req::json("publish", &body)
     };
     // The leaf exists from here on: what follows is the steady path.
-    coord.ok(&worker, &publish(0), 201);
+    coord.ok(&worker, &publish("finding-0", "ok"), 201);
 
     let growths = || {
         labd.bytes_management()
@@ -454,29 +450,18 @@ fn common_requests_run_within_the_components_initial_memory() {
     let before = growths();
     for n in 1..=4 {
         assert_eq!(labd.bytes().get(&format!("/v1/blobs/{blob}")).status, 200);
-        assert_eq!(
-            labd.journal()
-                .post_json("/v1/head", &head.to_string())
-                .status,
-            200
-        );
+        assert_eq!(labd.journal().post_json("/v1/head", &head).status, 200);
         coord.ok(
             &worker,
             &Req::read("resolve").path("projects/alpha/snapshots/s1"),
             200,
         );
-        coord.ok(&worker, &publish(n), 201);
+        coord.ok(&worker, &publish(&format!("finding-{n}"), "ok"), 201);
         let page = coord.entries_as(&worker, "projects/alpha/snapshots/s1");
         assert_eq!(page.len(), n as usize + 1);
     }
     assert_eq!(growths(), before, "a request grew its instance's memory");
     // A request that needs more does grow, and is counted.
-    let large = json!({
-        "operation_id": "finding-large",
-        "path": labels("projects/alpha/snapshots/s1"),
-        "profile": "lab/finding/1",
-        "record": { "finding": "x".repeat(3 << 20), "n": 0 },
-    });
-    coord.send(&worker, &Req::json("publish", &large));
+    coord.send(&worker, &publish("finding-large", &"x".repeat(3 << 20)));
     assert!(growths() > before, "a large body grew no memory");
 }

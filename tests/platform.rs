@@ -11,18 +11,6 @@ use std::sync::Mutex;
 /// The probe's call of the journal's `head`.
 const HEAD_CALL: &str = "/call?key=journal&value=/v1/head";
 
-/// A `head` request for the root space of the journal `labd` hosts.
-fn root_head_request(labd: &Labd) -> String {
-    let health = labd.journal().get("/healthz").json();
-    serde_json::json!({
-        "space": {
-            "root_id": health["identity"]["root_id"],
-            "space_id": health["identity"]["root_space_id"],
-        }
-    })
-    .to_string()
-}
-
 fn start_probe(name: &str) -> Labd {
     let probe = support::built_component("probe");
     Labd::start(name, &["--bytes-component", probe.to_str().unwrap()])
@@ -239,7 +227,7 @@ fn a_service_calls_a_cohosted_service_in_process() {
         ],
     );
     let probe = labd.bytes();
-    let root = root_head_request(&labd);
+    let root = support::root_head_request(&labd);
     let answer = probe.post(HEAD_CALL, None, root.as_bytes());
     assert_eq!(
         answer.status,
@@ -280,7 +268,7 @@ fn a_service_hosted_elsewhere_is_called_over_http() {
             &journal_url,
         ],
     );
-    let root = root_head_request(&journal_host);
+    let root = support::root_head_request(&journal_host);
     let answer = caller.bytes().post(HEAD_CALL, None, root.as_bytes());
     assert_eq!(
         answer.status,
@@ -338,7 +326,7 @@ fn compute_past_the_limit_is_a_500_but_waiting_is_free() {
 
     // A client that takes longer than the limit to send its body is not cut
     // off: time the instance spends waiting on the host does not count.
-    let body = root_head_request(&labd);
+    let body = support::root_head_request(&labd);
     let (first, rest) = body.as_bytes().split_at(10);
     let mut stream = client.connect();
     let head = format!(

@@ -734,6 +734,18 @@ impl Client {
     }
 }
 
+/// A `head` request for the root space of the journal `labd` hosts.
+pub fn root_head_request(labd: &Labd) -> String {
+    let health = labd.journal().get("/healthz").json();
+    serde_json::json!({
+        "space": {
+            "root_id": health["identity"]["root_id"],
+            "space_id": health["identity"]["root_space_id"],
+        }
+    })
+    .to_string()
+}
+
 /// Reads one response: head, then a body framed by content-length, chunked
 /// encoding or the end of the connection. Every response must name its
 /// service.
