@@ -1,7 +1,8 @@
-//! One socket connection: a reader (this task) that checks each frame and
-//! starts its call, calls running concurrently, and a writer task that
-//! writes replies in completion order and subscription frames as they
-//! wait (design.md, "Sockets").
+//! One socket connection: a reader that checks each frame and starts its
+//! call, calls running concurrently, and a writer that writes replies in
+//! completion order and subscription frames as they wait; the reader and
+//! the writer are two futures of the connection's one task (design.md,
+//! "Sockets").
 //!
 //! Invariants:
 //! - at most [`MAX_IN_FLIGHT`] calls of a connection are in flight, each
@@ -126,16 +127,20 @@ pub async fn serve(
     let conn = sockets.hub.connect();
     let _open = Open::counted(Arc::clone(&service.metrics));
     let (out, outgoing) = mpsc::channel(OUTGOING_DEPTH);
-    let writer = tokio::spawn(write(
+    // The writer runs in this task beside the reader, not in a task of its
+    // own, and the two are polled as a pair: a reply handed over, or the
+    // stream's one waker proxy waking both halves, then costs no second
+    // task and no second worker thread woken for nothing on every call.
+    let writer = write(
         sink,
         outgoing,
         Arc::clone(&conn),
         sockets.writing,
         Arc::clone(&service.metrics),
-    ));
+    );
     if !offered {
         let reason = "the subprotocol `coord` is required";
-        let _ = out.send(Out::Close(CloseCode::Protocol, reason)).await;
+        let _ = out.try_send(Out::Close(CloseCode::Protocol, reason));
         drop(out);
         let _ = writer.await;
         return;
@@ -144,47 +149,54 @@ pub async fn serve(
         service,
         sockets,
         conn: Arc::clone(&conn),
-        out: out.clone(),
+        out,
         in_flight: Arc::new(Semaphore::new(MAX_IN_FLIGHT as usize)),
         ids: Arc::new(Mutex::new(HashSet::new())),
         verified: Arc::clone(&listener.verified),
     };
     let mut shutdown = listener.shutdown.clone();
-    let ending = reader.read(&mut stream, &mut shutdown).await;
-    match ending {
-        Ending::Gone => {}
-        Ending::ClientClosed => {
-            // The next read writes tungstenite's echo of the client's close.
-            let _ = tokio::time::timeout(Duration::from_secs(1), stream.next()).await;
-        }
-        Ending::Close(code, reason) => {
-            let _ = out.send(Out::Close(code, reason)).await;
-            drop(out);
-            if let Ok(sink) = writer.await {
-                if let Ok(mut socket) = sink.reunite(stream) {
-                    linger(socket.get_mut()).await;
+    // Every sender the reading side holds is dropped when it ends, so the
+    // writer ends once the calls still running have handed over their
+    // replies (or, after a close, drops them).
+    let reading = async move {
+        let ending = reader.read(&mut stream, &mut shutdown).await;
+        let lingers = match ending {
+            Ending::Gone => false,
+            Ending::ClientClosed => {
+                // The next read writes tungstenite's echo of the client's close.
+                let _ = tokio::time::timeout(Duration::from_secs(1), stream.next()).await;
+                false
+            }
+            Ending::Close(code, reason) => {
+                let _ = reader.out.send(Out::Close(code, reason)).await;
+                true
+            }
+            Ending::Shutdown => {
+                let all = reader.in_flight.acquire_many(MAX_IN_FLIGHT);
+                if tokio::time::timeout(SHUTDOWN_GRACE, all).await.is_err() {
+                    tracing::warn!("socket calls still in flight after the shutdown grace");
                 }
+                for frame in conn.shut() {
+                    let _ = reader.out.send(Out::Text(frame)).await;
+                }
+                let _ = reader
+                    .out
+                    .send(Out::Close(CloseCode::Away, "the service is shutting down"))
+                    .await;
+                false
             }
-            return;
-        }
-        Ending::Shutdown => {
-            let all = reader.in_flight.acquire_many(MAX_IN_FLIGHT);
-            if tokio::time::timeout(SHUTDOWN_GRACE, all).await.is_err() {
-                tracing::warn!("socket calls still in flight after the shutdown grace");
-            }
-            for frame in conn.shut() {
-                let _ = out.send(Out::Text(frame)).await;
-            }
-            let _ = out
-                .send(Out::Close(CloseCode::Away, "the service is shutting down"))
-                .await;
-        }
-    }
-    drop(out);
-    drop(reader);
+        };
+        drop(reader);
+        (stream, lingers)
+    };
     // A close is the last frame written; replies of calls still running
     // after it are dropped with the connection.
-    let _ = writer.await;
+    let (sink, (stream, lingers)) = super::pair::join(writer, reading).await;
+    if lingers {
+        if let Ok(mut socket) = sink.reunite(stream) {
+            linger(socket.get_mut()).await;
+        }
+    }
     drop(listener);
 }
 

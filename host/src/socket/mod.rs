@@ -5,13 +5,14 @@
 //!   the refusal of a request that is not one);
 //! - [`connection`]: one upgraded connection, its frames, calls and close;
 //! - [`call`]: one call through a fresh instance of the component;
-//! - [`verified`]: the signatures a connection's calls had verified.
+//! - [`pair`]: the connection's reader and writer, polled as one task.
 //!
 //! The host checks framing and the per-connection limits; the component
 //! decodes the envelope and answers every call it is given.
 
 mod call;
 mod connection;
+mod pair;
 
 pub use connection::Writing;
 
