@@ -634,3 +634,38 @@ fn a_malformed_root_key_stops_labd_before_it_listens() {
     assert!(!status.success());
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// `--guest-profiler perfmap` writes the map `perf` reads to name guest
+/// functions, as the components are loaded; by default nothing is written,
+/// and a profiler the host does not offer is refused at start.
+#[test]
+fn the_guest_profiler_writes_the_perf_map_only_when_asked() {
+    let map_of =
+        |labd: &Labd| std::path::PathBuf::from(format!("/tmp/perf-{}.map", labd.child.id()));
+    let quiet = Labd::start("guest-profiler-none", &[]);
+    assert_eq!(quiet.journal().get("/livez").status, 200);
+    assert!(
+        !map_of(&quiet).exists(),
+        "a map written without the setting"
+    );
+
+    let profiled = Labd::start("guest-profiler-perfmap", &["--guest-profiler", "perfmap"]);
+    assert_eq!(profiled.journal().get("/livez").status, 200);
+    let map = map_of(&profiled);
+    let text = std::fs::read_to_string(&map).expect("the perf map of the profiled labd");
+    let _ = std::fs::remove_file(&map);
+    // Each line is `<address> <size> <name>`; the journal's own code is named.
+    assert!(
+        text.lines().any(|line| line
+            .split(' ')
+            .nth(2)
+            .is_some_and(|name| name.contains("lab_journal"))),
+        "no function of the journal component in the perf map"
+    );
+
+    let refused = support::refused_start(
+        "guest-profiler-unknown",
+        &["--guest-profiler".into(), "vtune-ish".into()],
+    );
+    assert!(refused.contains("--guest-profiler"), "{refused}");
+}

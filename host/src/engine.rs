@@ -6,6 +6,7 @@ use crate::bindings::{
     subscriptions, tools, types, ServicePre,
 };
 use crate::capabilities::RequestState;
+use crate::settings::GuestProfiler;
 use lab_tool_runner::compile::load_or_compile;
 pub use lab_tool_runner::compile::{start_epoch_ticker, EPOCH_TICK};
 use sha2::{Digest, Sha256};
@@ -13,14 +14,16 @@ use std::path::Path;
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::error::Context;
 use wasmtime::Result;
-use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+use wasmtime::{
+    Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, ProfilingStrategy,
+};
 
 /// Largest linear memory a service instance may grow to.
 pub const MAX_INSTANCE_MEMORY: usize = 256 << 20;
 
 /// The engine for service components, with a pool of `slots` instances,
 /// each keeping `base_memory` bytes resident between requests.
-pub fn engine(slots: u32, base_memory: usize) -> Result<Engine> {
+pub fn engine(slots: u32, base_memory: usize, profiler: GuestProfiler) -> Result<Engine> {
     let mut pool = PoolingAllocationConfig::default();
     pool.total_component_instances(slots)
         .total_core_instances(slots * 8)
@@ -38,7 +41,11 @@ pub fn engine(slots: u32, base_memory: usize) -> Result<Engine> {
     config
         .wasm_component_model(true)
         .epoch_interruption(true)
-        .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        .allocation_strategy(InstanceAllocationStrategy::Pooling(pool))
+        .profiler(match profiler {
+            GuestProfiler::None => ProfilingStrategy::None,
+            GuestProfiler::Perfmap => ProfilingStrategy::PerfMap,
+        });
     Engine::new(&config).context("create the wasmtime engine")
 }
 
@@ -105,7 +112,7 @@ mod tests {
     /// never sees the key-value store.
     #[test]
     fn the_bytes_component_imports_only_what_it_uses() {
-        let engine = engine(4, 4 << 20).unwrap();
+        let engine = engine(4, 4 << 20, GuestProfiler::None).unwrap();
         let component = Component::new(&engine, crate::components::BYTES).unwrap();
         let ty = component.component_type();
         let imports: Vec<String> = ty

@@ -126,7 +126,11 @@ async fn run(settings: Settings) -> Result<()> {
     };
     // The pool holds every hosted service's budget (design.md, "Limits" 3).
     let hosted = u32::try_from(settings.services.len()).context("--services")?;
-    let engine = engine::engine(instance_limits.pool_slots() * hosted, memory.base())?;
+    let engine = engine::engine(
+        instance_limits.pool_slots() * hosted,
+        memory.base(),
+        settings.guest_profiler,
+    )?;
     let linker = engine::linker(&engine)?;
     engine::start_epoch_ticker(&engine)?;
     let blobs = Arc::new(

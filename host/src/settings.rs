@@ -279,6 +279,12 @@ pub struct Settings {
     #[arg(long, env = "LAB_INSTANCE_WAIT_MS", default_value_t = 2_000)]
     pub instance_wait_ms: u64,
 
+    /// `perfmap` writes `/tmp/perf-<pid>.map` as components are loaded, so
+    /// that `perf report` names the functions of guest code; `none` (the
+    /// default) writes nothing.
+    #[arg(long, env = "LAB_GUEST_PROFILER", value_enum, default_value_t = GuestProfiler::None)]
+    pub guest_profiler: GuestProfiler,
+
     /// MiB of linear memory every instance may use without charge; the
     /// pool keeps this much of a slot resident between requests.
     #[arg(long, env = "LAB_INSTANCE_BASE_MEMORY_MIB", default_value_t = 4)]
@@ -391,6 +397,13 @@ impl Settings {
         };
         Ok(crate::kv::MapLimits { initial, ceiling })
     }
+}
+
+/// What the engine tells a profiler about the code it compiles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum GuestProfiler {
+    None,
+    Perfmap,
 }
 
 #[cfg(test)]

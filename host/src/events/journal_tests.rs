@@ -22,7 +22,12 @@ pub(super) async fn journal(feed: Arc<Feed>) -> (Arc<Service>, Arc<crate::kv::Kv
         wait: Duration::from_secs(5),
     };
     let memory = crate::memory::MemoryBudget::new(64 << 20, 4 << 20, Duration::from_secs(5));
-    let engine = crate::engine::engine(limits.pool_slots(), memory.base()).unwrap();
+    let engine = crate::engine::engine(
+        limits.pool_slots(),
+        memory.base(),
+        crate::settings::GuestProfiler::None,
+    )
+    .unwrap();
     let linker = crate::engine::linker(&engine).unwrap();
     crate::engine::start_epoch_ticker(&engine).unwrap();
     let map = crate::kv::MapLimits {
