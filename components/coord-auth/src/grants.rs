@@ -336,22 +336,25 @@ pub fn issue_grant_unchecked(
 /// once valid is never revisited, so cycles and long chains end. Each
 /// (child, parent) pair costs at most one signature check.
 pub fn valid_grants(grants: &[Grant], world: &str, root: &Principal, now: u64) -> Vec<bool> {
-    valid_grants_with(grants, world, root, now, keys::check_strict, &[])
+    let digests: Vec<String> = grants.iter().map(Grant::digest).collect();
+    valid_grants_with(grants, &digests, world, root, now, keys::check_strict, &[])
 }
 
-/// [`valid_grants`] with the given strict signature check, and with the
-/// grants marked in `revoked` (`revoked[i]` for `grants[i]`; a missing
+/// [`valid_grants`] given each grant's digest (`digests[i]` is
+/// `grants[i].digest()`), with the given strict signature check, and with
+/// the grants marked in `revoked` (`revoked[i]` for `grants[i]`; a missing
 /// entry is false) never valid: no chain passes through a revoked grant,
 /// so every grant derived from it is not valid either.
 pub fn valid_grants_with(
     grants: &[Grant],
+    digests: &[String],
     world: &str,
     root: &Principal,
     now: u64,
     check: SignatureCheck,
     revoked: &[bool],
 ) -> Vec<bool> {
-    let digests: Vec<String> = grants.iter().map(Grant::digest).collect();
+    assert_eq!(digests.len(), grants.len(), "a digest for every grant");
     // Usable: unexpired and not revoked; only a usable grant can be valid.
     let unexpired: Vec<bool> = grants
         .iter()
@@ -526,17 +529,34 @@ mod tests {
         )
         .unwrap();
         let chain = [parent, child, grandchild];
+        let digests: Vec<String> = chain.iter().map(Grant::digest).collect();
         let check = keys::check_strict;
         assert_eq!(
-            valid_grants_with(&chain, WORLD, &root(), 50, check, &[false; 3]),
+            valid_grants_with(&chain, &digests, WORLD, &root(), 50, check, &[false; 3]),
             [true, true, true]
         );
         assert_eq!(
-            valid_grants_with(&chain, WORLD, &root(), 50, check, &[true, false, false]),
+            valid_grants_with(
+                &chain,
+                &digests,
+                WORLD,
+                &root(),
+                50,
+                check,
+                &[true, false, false]
+            ),
             [false, false, false]
         );
         assert_eq!(
-            valid_grants_with(&chain, WORLD, &root(), 50, check, &[false, true, false]),
+            valid_grants_with(
+                &chain,
+                &digests,
+                WORLD,
+                &root(),
+                50,
+                check,
+                &[false, true, false]
+            ),
             [true, false, false]
         );
     }

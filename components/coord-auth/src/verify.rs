@@ -208,15 +208,19 @@ impl Verifier {
         path: &[String],
         now: u64,
     ) -> Result<Authorization, AuthError<E>> {
-        self.authorize_unrevoked(carriage, principal, kind, path, now, &[])
+        let digests = carriage.grant_digests();
+        self.authorize_unrevoked(carriage, &digests, principal, kind, path, now, &[])
     }
 
-    /// [`Verifier::authorize`] with the carriage's grants marked in
-    /// `revoked` (`revoked[i]` for `carriage.grants[i]`) treated as not
-    /// valid, and so every chain through them.
+    /// [`Verifier::authorize`] given the digests of the carriage's grants
+    /// ([`Carriage::grant_digests`]), with the grants marked in `revoked`
+    /// (`revoked[i]` for `carriage.grants[i]`) treated as not valid, and so
+    /// every chain through them.
+    #[allow(clippy::too_many_arguments)]
     pub fn authorize_unrevoked<E>(
         &self,
         carriage: &Carriage,
+        digests: &[String],
         principal: &Principal,
         kind: GrantKind,
         path: &[String],
@@ -225,6 +229,7 @@ impl Verifier {
     ) -> Result<Authorization, AuthError<E>> {
         let valid = valid_grants_with(
             &carriage.grants,
+            digests,
             &self.world,
             &self.root,
             now,

@@ -220,36 +220,50 @@ pub fn authenticate(
 }
 
 /// Step 5: a grant chain for `kind` on `path` (labels below the world)
-/// through none of the carriage's grants marked in `revoked` ([`revoked`]).
+/// through none of the carriage's grants `known` marks revoked.
 pub fn authorize(
     settings: &Settings,
     carriage: &Carriage,
-    revoked: &[bool],
+    known: &KnownGrants,
     principal: &Principal,
     kind: GrantKind,
     path: &[String],
 ) -> Result<Authorization, Refusal> {
+    let KnownGrants { digests, revoked } = known;
     settings
         .verifier()
-        .authorize_unrevoked(carriage, principal, kind, path, now(), revoked)
+        .authorize_unrevoked(carriage, digests, principal, kind, path, now(), revoked)
         .map_err(refusal)
 }
 
-/// Which of the carriage's grants a retirement revoked, in its order.
-pub fn revoked(carriage: &Carriage) -> Result<Vec<bool>, Refusal> {
-    if carriage.grants.is_empty() {
-        return Ok(Vec::new());
+/// A carriage's grants as this service knows them, in the carriage's
+/// order: each one's digest (what a child grant and a revocation name it
+/// by), and whether a retirement revoked it.
+pub struct KnownGrants {
+    pub digests: Vec<String>,
+    pub revoked: Vec<bool>,
+}
+
+/// The digests of the carriage's grants, and which of them a retirement
+/// revoked.
+pub fn known_grants(carriage: &Carriage) -> Result<KnownGrants, Refusal> {
+    let digests = carriage.grant_digests();
+    if digests.is_empty() {
+        return Ok(KnownGrants {
+            digests,
+            revoked: Vec::new(),
+        });
     }
     let txn = kv::begin_read()?;
-    carriage
-        .grants
+    let revoked = digests
         .iter()
-        .map(|grant| {
-            txn.get(REVOKED, grant.digest().as_bytes())
+        .map(|digest| {
+            txn.get(REVOKED, digest.as_bytes())
                 .map(|found| found.is_some())
                 .map_err(Refusal::from)
         })
-        .collect()
+        .collect::<Result<_, _>>()?;
+    Ok(KnownGrants { digests, revoked })
 }
 
 /// Revokes grants by digest, durably (committed and synced before it

@@ -135,9 +135,9 @@ pub struct Call<'a> {
     /// The socket connection the call arrived on; none over HTTP.
     pub connection: Option<u64>,
     principal: Option<Principal>,
-    /// Which of the carriage's grants are revoked: looked up once a call,
-    /// however often it authorizes.
-    revoked: std::cell::OnceCell<Vec<bool>>,
+    /// The carriage's grants' digests and which of them are revoked:
+    /// computed and looked up once a call, however often it authorizes.
+    known: std::cell::OnceCell<auth::KnownGrants>,
 }
 
 impl Call<'_> {
@@ -196,21 +196,26 @@ impl Call<'_> {
         kind: GrantKind,
         path: &[String],
     ) -> Result<Authorization, Refusal> {
-        let revoked = match self.revoked.get() {
-            Some(revoked) => revoked,
-            None => {
-                let looked_up = auth::revoked(&self.carriage)?;
-                self.revoked.get_or_init(|| looked_up)
-            }
-        };
         auth::authorize(
             &self.settings,
             &self.carriage,
-            revoked,
+            self.known_grants()?,
             principal,
             kind,
             path,
         )
+    }
+
+    /// The carriage's grants as [`auth::known_grants`] gives them, once a
+    /// call.
+    pub fn known_grants(&self) -> Result<&auth::KnownGrants, Refusal> {
+        match self.known.get() {
+            Some(known) => Ok(known),
+            None => {
+                let looked_up = auth::known_grants(&self.carriage)?;
+                Ok(self.known.get_or_init(|| looked_up))
+            }
+        }
     }
 
     /// Request rule 10: `not_found` for a caller who may read the world,
@@ -314,7 +319,7 @@ pub(crate) fn run(
         carriage,
         connection,
         principal: None,
-        revoked: std::cell::OnceCell::new(),
+        known: std::cell::OnceCell::new(),
     };
     // A failed proof is `unverified` and nothing is evaluated: the body is
     // decoded only once the proof over its digest holds. `retain` verifies

@@ -53,9 +53,9 @@ pub fn subscribe(call: &mut Call<'_>, request: SubscribeRequest) -> Result<Reply
     // Every grant the call carried: a chain through any of them that is
     // revoked no longer authorizes, and the chain that authorized this
     // subscription is among them.
-    let grants: Vec<String> = call.carriage.grants.iter().map(|g| g.digest()).collect();
+    let grants = &call.known_grants()?.digests;
     let id = fresh_id();
-    subscriptions::open(connection, &id, &scope, authorization.valid_until, &grants).map_err(
+    subscriptions::open(connection, &id, &scope, authorization.valid_until, grants).map_err(
         |e| match e {
             subscriptions::OpenError::LimitExceeded => Refusal::LimitExceeded(
                 "this connection holds 16 subscriptions, the most it may".into(),
