@@ -11,23 +11,31 @@
 //!   is a pure function of them, so a hit is the answer a check would give;
 //! - at most [`REMEMBERED`] signatures per connection, the least recently
 //!   used one forgotten first (each call's proof is new, its grants are
-//!   the same as the call before's).
+//!   the same as the call before's);
+//! - beside them, at most [`ADMITTED`] keys found admissible, decoded
+//!   once: admission too is a pure function of a key's bytes, and each
+//!   call's proof is signed by the key of the call before's.
 //!
 //! Only the signature is remembered: the component still checks each
 //! grant's validity, revocation and chain on every call.
 
+use lab_coord_auth::{AdmittedKey, Principal};
 use sha2::{Digest, Sha256};
 use std::sync::Mutex;
 
 /// Signatures remembered per connection: one carriage's grants (at most
 /// 16, `MAX_GRANTS`) and the proofs beside them.
 pub const REMEMBERED: usize = 32;
+/// Admissible keys remembered per connection.
+pub const ADMITTED: usize = 8;
 
-/// A connection's verified signatures.
+/// A connection's verified signatures and admitted keys.
 #[derive(Default)]
 pub struct Verified {
     /// Least recently used first.
     seen: Mutex<Vec<Signed>>,
+    /// Least recently used first.
+    admitted: Mutex<Vec<([u8; 32], AdmittedKey)>>,
 }
 
 #[derive(PartialEq, Eq)]
@@ -61,6 +69,23 @@ impl Verified {
         true
     }
 
+    /// The key of `key`'s bytes if it is admissible, decoded once per
+    /// connection while it is used.
+    pub fn admitted(&self, key: &[u8; 32]) -> Option<AdmittedKey> {
+        let mut admitted = self.admitted.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(at) = admitted.iter().position(|(bytes, _)| bytes == key) {
+            let hit = admitted.remove(at);
+            admitted.push(hit);
+            return Some(hit.1);
+        }
+        let decoded = AdmittedKey::of(&Principal::from_bytes(*key))?;
+        if admitted.len() >= ADMITTED {
+            admitted.remove(0);
+        }
+        admitted.push((*key, decoded));
+        Some(decoded)
+    }
+
     /// Remembers a signature `check_strict` found valid.
     pub fn remember(&self, key: &[u8; 32], message: &[u8], signature: &[u8; 64]) {
         let signed = Signed::new(key, message, signature);
@@ -78,6 +103,7 @@ impl Verified {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lab_coord_auth::SignatureOutcome;
 
     #[test]
     fn only_the_exact_bytes_remembered_hold() {
@@ -108,5 +134,35 @@ mod tests {
         }
         assert!(!verified.holds(&key, b"proof", &[0u8; 64]));
         assert!(verified.seen.lock().unwrap().len() <= REMEMBERED);
+    }
+
+    #[test]
+    fn an_admitted_key_checks_as_the_strict_check_does() {
+        let verified = Verified::default();
+        let signer = lab_coord_auth::SigningKey::from_bytes(&[7; 32]);
+        let key = *Principal::of(&signer).as_bytes();
+        let signature = lab_coord_auth::sign(&signer, b"proof");
+        for _ in 0..2 {
+            let admitted = verified.admitted(&key).expect("an admissible key");
+            assert_eq!(
+                admitted.check(b"proof", &signature),
+                SignatureOutcome::Valid
+            );
+            assert_eq!(
+                admitted.check(b"proof!", &signature),
+                SignatureOutcome::BadSignature
+            );
+        }
+        // The identity point is of small order: never admitted, never kept.
+        let mut identity = [0u8; 32];
+        identity[0] = 1;
+        assert!(verified.admitted(&identity).is_none());
+        for n in 0..(ADMITTED * 2) as u8 {
+            let other = lab_coord_auth::SigningKey::from_bytes(&[n; 32]);
+            assert!(verified
+                .admitted(Principal::of(&other).as_bytes())
+                .is_some());
+        }
+        assert!(verified.admitted.lock().unwrap().len() <= ADMITTED);
     }
 }

@@ -94,12 +94,33 @@ pub fn check_strict(
     message: &[u8],
     signature: &[u8; 64],
 ) -> SignatureOutcome {
-    match principal.verifying_key() {
+    match AdmittedKey::of(principal) {
         None => SignatureOutcome::KeyNotAdmissible,
-        Some(key) => match key.verify_strict(message, &Signature::from_bytes(signature)) {
+        Some(key) => key.check(message, signature),
+    }
+}
+
+/// A key that passed [`check_strict`]'s first rule. Admission is a pure
+/// function of the key's bytes, so an admitted key may be kept and its
+/// signatures checked without decoding it again.
+#[derive(Debug, Clone, Copy)]
+pub struct AdmittedKey(VerifyingKey);
+
+impl AdmittedKey {
+    /// The key of `principal`, if it is admissible.
+    pub fn of(principal: &Principal) -> Option<AdmittedKey> {
+        principal.verifying_key().map(AdmittedKey)
+    }
+
+    /// [`check_strict`]'s second rule: `Valid` or `BadSignature`.
+    pub fn check(&self, message: &[u8], signature: &[u8; 64]) -> SignatureOutcome {
+        match self
+            .0
+            .verify_strict(message, &Signature::from_bytes(signature))
+        {
             Ok(()) => SignatureOutcome::Valid,
             Err(_) => SignatureOutcome::BadSignature,
-        },
+        }
     }
 }
 

@@ -39,7 +39,9 @@ pub use crate::grants::{
     grant_signing_bytes, issue_grant, issue_grant_unchecked, valid_grants, valid_grants_with,
     Grant, GrantFields, GrantKind, GRANT_PURPOSE, MAX_CHAIN_DEPTH,
 };
-pub use crate::keys::{check_strict, sign, Principal, SignatureCheck, SignatureOutcome};
+pub use crate::keys::{
+    check_strict, sign, AdmittedKey, Principal, SignatureCheck, SignatureOutcome,
+};
 pub use crate::record::{
     admission_signing_bytes, canonical_json, signing_record, BodyDigest, ParamValue, Params,
     RequestFacts, ADMISSION_PURPOSE,

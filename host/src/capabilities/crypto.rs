@@ -19,22 +19,25 @@ impl crypto::Host for RequestState {
         let Ok(signature) = <[u8; 64]>::try_from(signature) else {
             return Ok(Ed25519Outcome::BadSignature);
         };
-        if let Some(verified) = &self.verified {
-            if verified.holds(&key, &message, &signature) {
+        let outcome = match &self.verified {
+            Some(verified) if verified.holds(&key, &message, &signature) => {
                 return Ok(Ed25519Outcome::Valid);
             }
-        }
-        Ok(
-            match check_strict(&Principal::from_bytes(key), &message, &signature) {
-                SignatureOutcome::Valid => {
-                    if let Some(verified) = &self.verified {
-                        verified.remember(&key, &message, &signature);
-                    }
-                    Ed25519Outcome::Valid
-                }
-                SignatureOutcome::KeyNotAdmissible => Ed25519Outcome::KeyNotAdmissible,
-                SignatureOutcome::BadSignature => Ed25519Outcome::BadSignature,
+            Some(verified) => match verified.admitted(&key) {
+                Some(admitted) => admitted.check(&message, &signature),
+                None => SignatureOutcome::KeyNotAdmissible,
             },
-        )
+            None => check_strict(&Principal::from_bytes(key), &message, &signature),
+        };
+        Ok(match outcome {
+            SignatureOutcome::Valid => {
+                if let Some(verified) = &self.verified {
+                    verified.remember(&key, &message, &signature);
+                }
+                Ed25519Outcome::Valid
+            }
+            SignatureOutcome::KeyNotAdmissible => Ed25519Outcome::KeyNotAdmissible,
+            SignatureOutcome::BadSignature => Ed25519Outcome::BadSignature,
+        })
     }
 }
