@@ -105,11 +105,6 @@ impl Carriage {
         Carriage { proof, grants }
     }
 
-    /// Each grant's digest ([`Grant::digest`]), in order.
-    pub fn grant_digests(&self) -> Vec<String> {
-        self.grants.iter().map(Grant::digest).collect()
-    }
-
     /// The carriage as a JSON value (the socket's `auth` member).
     pub fn to_json(&self) -> Value {
         json!({

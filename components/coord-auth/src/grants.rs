@@ -336,24 +336,43 @@ pub fn issue_grant_unchecked(
 /// once valid is never revisited, so cycles and long chains end. Each
 /// (child, parent) pair costs at most one signature check.
 pub fn valid_grants(grants: &[Grant], world: &str, root: &Principal, now: u64) -> Vec<bool> {
-    let digests: Vec<String> = grants.iter().map(Grant::digest).collect();
-    valid_grants_with(grants, &digests, world, root, now, keys::check_strict, &[])
+    let known = KnownGrants::unrevoked(grants);
+    valid_grants_with(grants, &known, world, root, now, keys::check_strict)
 }
 
-/// [`valid_grants`] given each grant's digest (`digests[i]` is
-/// `grants[i].digest()`), with the given strict signature check, and with
-/// the grants marked in `revoked` (`revoked[i]` for `grants[i]`; a missing
-/// entry is false) never valid: no chain passes through a revoked grant,
-/// so every grant derived from it is not valid either.
+/// What is known of a carriage's grants beyond their bytes, in their
+/// order: each one's digest (`digests[i]` is `grants[i].digest()`, what a
+/// child grant and a revocation name it by), and whether it is revoked
+/// (`revoked[i]`; a missing entry is false).
+#[derive(Debug, Clone, Default)]
+pub struct KnownGrants {
+    pub digests: Vec<String>,
+    pub revoked: Vec<bool>,
+}
+
+impl KnownGrants {
+    /// The digests of `grants`, none of them revoked.
+    pub fn unrevoked(grants: &[Grant]) -> KnownGrants {
+        KnownGrants {
+            digests: grants.iter().map(Grant::digest).collect(),
+            revoked: Vec::new(),
+        }
+    }
+}
+
+/// [`valid_grants`] given what is `known` of the grants, with the given
+/// strict signature check, and with the grants `known` marks revoked never
+/// valid: no chain passes through a revoked grant, so every grant derived
+/// from it is not valid either.
 pub fn valid_grants_with(
     grants: &[Grant],
-    digests: &[String],
+    known: &KnownGrants,
     world: &str,
     root: &Principal,
     now: u64,
     check: SignatureCheck,
-    revoked: &[bool],
 ) -> Vec<bool> {
+    let KnownGrants { digests, revoked } = known;
     assert_eq!(digests.len(), grants.len(), "a digest for every grant");
     // Usable: unexpired and not revoked; only a usable grant can be valid.
     let unexpired: Vec<bool> = grants
@@ -529,34 +548,24 @@ mod tests {
         )
         .unwrap();
         let chain = [parent, child, grandchild];
-        let digests: Vec<String> = chain.iter().map(Grant::digest).collect();
         let check = keys::check_strict;
+        let revoked = |revoked: [bool; 3]| KnownGrants {
+            revoked: revoked.to_vec(),
+            ..KnownGrants::unrevoked(&chain)
+        };
+        let known = revoked([false; 3]);
         assert_eq!(
-            valid_grants_with(&chain, &digests, WORLD, &root(), 50, check, &[false; 3]),
+            valid_grants_with(&chain, &known, WORLD, &root(), 50, check),
             [true, true, true]
         );
+        let known = revoked([true, false, false]);
         assert_eq!(
-            valid_grants_with(
-                &chain,
-                &digests,
-                WORLD,
-                &root(),
-                50,
-                check,
-                &[true, false, false]
-            ),
+            valid_grants_with(&chain, &known, WORLD, &root(), 50, check),
             [false, false, false]
         );
+        let known = revoked([false, true, false]);
         assert_eq!(
-            valid_grants_with(
-                &chain,
-                &digests,
-                WORLD,
-                &root(),
-                50,
-                check,
-                &[false, true, false]
-            ),
+            valid_grants_with(&chain, &known, WORLD, &root(), 50, check),
             [true, false, false]
         );
     }

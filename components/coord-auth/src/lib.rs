@@ -37,7 +37,7 @@ pub use crate::carriage::{is_valid_nonce, Carriage, Proof, HEADER, MAX_GRANTS};
 pub use crate::error::{AuthError, RecordError, SignError, Unverified};
 pub use crate::grants::{
     grant_signing_bytes, issue_grant, issue_grant_unchecked, valid_grants, valid_grants_with,
-    Grant, GrantFields, GrantKind, GRANT_PURPOSE, MAX_CHAIN_DEPTH,
+    Grant, GrantFields, GrantKind, KnownGrants, GRANT_PURPOSE, MAX_CHAIN_DEPTH,
 };
 pub use crate::keys::{
     check_strict, sign, AdmittedKey, Principal, SignatureCheck, SignatureOutcome,

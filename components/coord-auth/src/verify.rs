@@ -16,7 +16,7 @@ use ed25519_dalek::SigningKey;
 
 use crate::carriage::{is_valid_nonce, Carriage, Proof};
 use crate::error::{AuthError, SignError, Unverified};
-use crate::grants::{is_prefix, valid_grants_with, GrantKind};
+use crate::grants::{is_prefix, valid_grants_with, GrantKind, KnownGrants};
 use crate::keys::{self, Principal, SignatureCheck, SignatureOutcome};
 use crate::record::{signing_record, BodyDigest, Params, RequestFacts};
 
@@ -208,33 +208,29 @@ impl Verifier {
         path: &[String],
         now: u64,
     ) -> Result<Authorization, AuthError<E>> {
-        let digests = carriage.grant_digests();
-        self.authorize_unrevoked(carriage, &digests, principal, kind, path, now, &[])
+        let known = KnownGrants::unrevoked(&carriage.grants);
+        self.authorize_known(carriage, &known, principal, kind, path, now)
     }
 
-    /// [`Verifier::authorize`] given the digests of the carriage's grants
-    /// ([`Carriage::grant_digests`]), with the grants marked in `revoked`
-    /// (`revoked[i]` for `carriage.grants[i]`) treated as not valid, and so
-    /// every chain through them.
-    #[allow(clippy::too_many_arguments)]
-    pub fn authorize_unrevoked<E>(
+    /// [`Verifier::authorize`] given what is `known` of the carriage's
+    /// grants: the grants it marks revoked are treated as not valid, and
+    /// so every chain through them.
+    pub fn authorize_known<E>(
         &self,
         carriage: &Carriage,
-        digests: &[String],
+        known: &KnownGrants,
         principal: &Principal,
         kind: GrantKind,
         path: &[String],
         now: u64,
-        revoked: &[bool],
     ) -> Result<Authorization, AuthError<E>> {
         let valid = valid_grants_with(
             &carriage.grants,
-            digests,
+            known,
             &self.world,
             &self.root,
             now,
             self.check,
-            revoked,
         );
         carriage
             .grants

@@ -5,7 +5,8 @@
 use crate::refusal::Refusal;
 use crate::world::Settings;
 use lab_coord_auth::{
-    AuthError, Authorization, Carriage, GrantKind, Principal, ReplayCache, RequestFacts,
+    AuthError, Authorization, Carriage, GrantKind, KnownGrants, Principal, ReplayCache,
+    RequestFacts,
 };
 use lab_guest::lab::platform::{clock, config, kv, replay};
 
@@ -220,7 +221,8 @@ pub fn authenticate(
 }
 
 /// Step 5: a grant chain for `kind` on `path` (labels below the world)
-/// through none of the carriage's grants `known` marks revoked.
+/// through none of the carriage's grants `known` marks revoked
+/// ([`known_grants`]).
 pub fn authorize(
     settings: &Settings,
     carriage: &Carriage,
@@ -229,30 +231,18 @@ pub fn authorize(
     kind: GrantKind,
     path: &[String],
 ) -> Result<Authorization, Refusal> {
-    let KnownGrants { digests, revoked } = known;
     settings
         .verifier()
-        .authorize_unrevoked(carriage, digests, principal, kind, path, now(), revoked)
+        .authorize_known(carriage, known, principal, kind, path, now())
         .map_err(refusal)
-}
-
-/// A carriage's grants as this service knows them, in the carriage's
-/// order: each one's digest (what a child grant and a revocation name it
-/// by), and whether a retirement revoked it.
-pub struct KnownGrants {
-    pub digests: Vec<String>,
-    pub revoked: Vec<bool>,
 }
 
 /// The digests of the carriage's grants, and which of them a retirement
 /// revoked.
 pub fn known_grants(carriage: &Carriage) -> Result<KnownGrants, Refusal> {
-    let digests = carriage.grant_digests();
+    let KnownGrants { digests, .. } = KnownGrants::unrevoked(&carriage.grants);
     if digests.is_empty() {
-        return Ok(KnownGrants {
-            digests,
-            revoked: Vec::new(),
-        });
+        return Ok(KnownGrants::default());
     }
     let txn = kv::begin_read()?;
     let revoked = digests

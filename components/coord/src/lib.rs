@@ -42,7 +42,9 @@ pub mod tools;
 pub mod views;
 pub mod world;
 
-use lab_coord_auth::{Authorization, BodyDigest, Carriage, GrantKind, Principal, RequestFacts};
+use lab_coord_auth::{
+    Authorization, BodyDigest, Carriage, GrantKind, KnownGrants, Principal, RequestFacts,
+};
 use lab_guest::exports::lab::platform::handler::{Guest, Request, Response, ServiceIdentity};
 use lab_guest::lab::platform::body::IncomingBody;
 use lab_guest::lab::platform::log;
@@ -137,7 +139,7 @@ pub struct Call<'a> {
     principal: Option<Principal>,
     /// The carriage's grants' digests and which of them are revoked:
     /// computed and looked up once a call, however often it authorizes.
-    known: std::cell::OnceCell<auth::KnownGrants>,
+    known: std::cell::OnceCell<KnownGrants>,
 }
 
 impl Call<'_> {
@@ -208,7 +210,7 @@ impl Call<'_> {
 
     /// The carriage's grants as [`auth::known_grants`] gives them, once a
     /// call.
-    pub fn known_grants(&self) -> Result<&auth::KnownGrants, Refusal> {
+    pub fn known_grants(&self) -> Result<&KnownGrants, Refusal> {
         match self.known.get() {
             Some(known) => Ok(known),
             None => {
