@@ -104,8 +104,8 @@ struct Side<F: Future> {
     future: Pin<Box<F>>,
     waker: Waker,
     branch: Arc<Branch>,
+    /// Set once the future is done.
     output: Option<F::Output>,
-    done: bool,
 }
 
 impl<F: Future> Side<F> {
@@ -115,17 +115,16 @@ impl<F: Future> Side<F> {
             waker,
             branch,
             output: None,
-            done: false,
         }
     }
 
     fn woken(&self) -> bool {
-        !self.done && self.branch.woken.load(SeqCst)
+        self.output.is_none() && self.branch.woken.load(SeqCst)
     }
 
     /// Polls the future if it was woken; whether it was.
     fn poll(&mut self) -> bool {
-        if self.done || !self.branch.woken.swap(false, SeqCst) {
+        if self.output.is_some() || !self.branch.woken.swap(false, SeqCst) {
             return false;
         }
         if let Poll::Ready(output) = self
@@ -134,7 +133,6 @@ impl<F: Future> Side<F> {
             .poll(&mut Context::from_waker(&self.waker))
         {
             self.output = Some(output);
-            self.done = true;
         }
         true
     }
