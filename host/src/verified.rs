@@ -19,7 +19,7 @@
 //! Only the signature is remembered: the component still checks each
 //! grant's validity, revocation and chain on every call.
 
-use lab_coord_auth::{AdmittedKey, Principal};
+use lab_coord_auth::{AdmittedKey, Principal, SignatureOutcome};
 use sha2::{Digest, Sha256};
 use std::sync::Mutex;
 
@@ -56,54 +56,82 @@ impl Signed {
 }
 
 impl Verified {
-    /// Whether `signature` by `key` over `message` verified before on this
-    /// connection.
-    pub fn holds(&self, key: &[u8; 32], message: &[u8], signature: &[u8; 64]) -> bool {
+    /// The strict check of `signature` by `key` over `message`, answered
+    /// from what this connection verified before where it can; a `Valid`
+    /// answer is remembered.
+    pub fn check(&self, key: &[u8; 32], message: &[u8], signature: &[u8; 64]) -> SignatureOutcome {
         let signed = Signed::new(key, message, signature);
-        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(at) = seen.iter().position(|s| *s == signed) else {
-            return false;
+        if self.holds_signed(&signed) {
+            return SignatureOutcome::Valid;
+        }
+        let outcome = match self.admitted(key) {
+            Some(admitted) => admitted.check(message, signature),
+            None => SignatureOutcome::KeyNotAdmissible,
         };
-        let hit = seen.remove(at);
-        seen.push(hit);
-        true
+        if outcome == SignatureOutcome::Valid {
+            self.remember_signed(signed);
+        }
+        outcome
+    }
+
+    /// Whether `signed` verified before on this connection.
+    fn holds_signed(&self, signed: &Signed) -> bool {
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        touch(&mut seen, |s| s == signed).is_some()
     }
 
     /// The key of `key`'s bytes if it is admissible, decoded once per
     /// connection while it is used.
-    pub fn admitted(&self, key: &[u8; 32]) -> Option<AdmittedKey> {
+    fn admitted(&self, key: &[u8; 32]) -> Option<AdmittedKey> {
         let mut admitted = self.admitted.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(at) = admitted.iter().position(|(bytes, _)| bytes == key) {
-            let hit = admitted.remove(at);
-            admitted.push(hit);
-            return Some(hit.1);
+        if let Some((_, hit)) = touch(&mut admitted, |(bytes, _)| bytes == key) {
+            return Some(*hit);
         }
         let decoded = AdmittedKey::of(&Principal::from_bytes(*key))?;
-        if admitted.len() >= ADMITTED {
-            admitted.remove(0);
-        }
-        admitted.push((*key, decoded));
+        push_bounded(&mut admitted, (*key, decoded), ADMITTED);
         Some(decoded)
     }
 
     /// Remembers a signature `check_strict` found valid.
-    pub fn remember(&self, key: &[u8; 32], message: &[u8], signature: &[u8; 64]) {
-        let signed = Signed::new(key, message, signature);
+    fn remember_signed(&self, signed: Signed) {
         let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-        if seen.contains(&signed) {
-            return;
+        if !seen.contains(&signed) {
+            push_bounded(&mut seen, signed, REMEMBERED);
         }
-        if seen.len() >= REMEMBERED {
-            seen.remove(0);
-        }
-        seen.push(signed);
     }
+}
+
+/// The first item of `recent` (least recently used first) that is
+/// `found`, moved to the end as the most recently used.
+fn touch<T>(recent: &mut Vec<T>, found: impl Fn(&T) -> bool) -> Option<&T> {
+    let at = recent.iter().position(found)?;
+    let hit = recent.remove(at);
+    recent.push(hit);
+    recent.last()
+}
+
+/// Adds `item` as the most recently used, forgetting the least recently
+/// used one when `recent` holds `bound` already.
+fn push_bounded<T>(recent: &mut Vec<T>, item: T, bound: usize) {
+    if recent.len() >= bound {
+        recent.remove(0);
+    }
+    recent.push(item);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lab_coord_auth::SignatureOutcome;
+
+    impl Verified {
+        fn holds(&self, key: &[u8; 32], message: &[u8], signature: &[u8; 64]) -> bool {
+            self.holds_signed(&Signed::new(key, message, signature))
+        }
+
+        fn remember(&self, key: &[u8; 32], message: &[u8], signature: &[u8; 64]) {
+            self.remember_signed(Signed::new(key, message, signature));
+        }
+    }
 
     #[test]
     fn only_the_exact_bytes_remembered_hold() {
@@ -134,6 +162,27 @@ mod tests {
         }
         assert!(!verified.holds(&key, b"proof", &[0u8; 64]));
         assert!(verified.seen.lock().unwrap().len() <= REMEMBERED);
+    }
+
+    #[test]
+    fn a_check_answers_as_the_strict_check_and_remembers_only_what_verified() {
+        let verified = Verified::default();
+        let signer = lab_coord_auth::SigningKey::from_bytes(&[7; 32]);
+        let principal = Principal::of(&signer);
+        let key = *principal.as_bytes();
+        let signature = lab_coord_auth::sign(&signer, b"grant");
+        let strict = |message: &[u8]| lab_coord_auth::check_strict(&principal, message, &signature);
+        assert_eq!(verified.check(&key, b"grant", &signature), strict(b"grant"));
+        assert!(verified.holds(&key, b"grant", &signature));
+        assert_eq!(
+            verified.check(&key, b"grant", &signature),
+            SignatureOutcome::Valid
+        );
+        assert_eq!(
+            verified.check(&key, b"grant!", &signature),
+            strict(b"grant!")
+        );
+        assert!(!verified.holds(&key, b"grant!", &signature));
     }
 
     #[test]

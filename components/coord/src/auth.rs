@@ -240,12 +240,13 @@ pub fn authorize(
 /// The digests of the carriage's grants, and which of them a retirement
 /// revoked.
 pub fn known_grants(carriage: &Carriage) -> Result<KnownGrants, Refusal> {
-    let KnownGrants { digests, .. } = KnownGrants::unrevoked(&carriage.grants);
-    if digests.is_empty() {
-        return Ok(KnownGrants::default());
+    let mut known = KnownGrants::unrevoked(&carriage.grants);
+    if known.digests.is_empty() {
+        return Ok(known);
     }
     let txn = kv::begin_read()?;
-    let revoked = digests
+    known.revoked = known
+        .digests
         .iter()
         .map(|digest| {
             txn.get(REVOKED, digest.as_bytes())
@@ -253,7 +254,7 @@ pub fn known_grants(carriage: &Carriage) -> Result<KnownGrants, Refusal> {
                 .map_err(Refusal::from)
         })
         .collect::<Result<_, _>>()?;
-    Ok(KnownGrants { digests, revoked })
+    Ok(known)
 }
 
 /// Revokes grants by digest, durably (committed and synced before it

@@ -20,22 +20,11 @@ impl crypto::Host for RequestState {
             return Ok(Ed25519Outcome::BadSignature);
         };
         let outcome = match &self.verified {
-            Some(verified) if verified.holds(&key, &message, &signature) => {
-                return Ok(Ed25519Outcome::Valid);
-            }
-            Some(verified) => match verified.admitted(&key) {
-                Some(admitted) => admitted.check(&message, &signature),
-                None => SignatureOutcome::KeyNotAdmissible,
-            },
+            Some(verified) => verified.check(&key, &message, &signature),
             None => check_strict(&Principal::from_bytes(key), &message, &signature),
         };
         Ok(match outcome {
-            SignatureOutcome::Valid => {
-                if let Some(verified) = &self.verified {
-                    verified.remember(&key, &message, &signature);
-                }
-                Ed25519Outcome::Valid
-            }
+            SignatureOutcome::Valid => Ed25519Outcome::Valid,
             SignatureOutcome::KeyNotAdmissible => Ed25519Outcome::KeyNotAdmissible,
             SignatureOutcome::BadSignature => Ed25519Outcome::BadSignature,
         })
