@@ -8,7 +8,7 @@ use crate::bindings::{
 use crate::capabilities::RequestState;
 use crate::settings::GuestProfiler;
 use lab_tool_runner::compile::load_or_compile;
-pub use lab_tool_runner::compile::{start_epoch_ticker, EPOCH_TICK};
+pub use lab_tool_runner::epoch::{EpochTicker, EPOCH_TICK};
 use sha2::{Digest, Sha256};
 use std::path::Path;
 use wasmtime::component::{Component, HasSelf, Linker};

@@ -132,7 +132,7 @@ async fn run(settings: Settings) -> Result<()> {
         settings.guest_profiler,
     )?;
     let linker = engine::linker(&engine)?;
-    engine::start_epoch_ticker(&engine)?;
+    let ticker = engine::EpochTicker::start(&engine)?;
     let blobs = Arc::new(
         blobstore::BlobStore::open_setting(
             &settings.blobs,
@@ -307,6 +307,7 @@ async fn run(settings: Settings) -> Result<()> {
             peers: Arc::clone(&peers),
             config: Arc::new(config),
             compute_limit: Duration::from_millis(settings.compute_limit_ms),
+            ticker: ticker.clone(),
             memory: Arc::clone(&memory),
             max_call_answer,
             body_read_timeout: Duration::from_millis(settings.body_read_timeout_ms),

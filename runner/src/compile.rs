@@ -1,5 +1,5 @@
-//! Compiled components and the engine's epoch: shared by the tool runner
-//! and `labd`'s service engine.
+//! Compiled components: shared by the tool runner and `labd`'s service
+//! engine.
 
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
@@ -7,27 +7,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use wasmtime::component::Component;
 use wasmtime::error::Context;
 use wasmtime::{Engine, Result};
-
-/// How often the engine's epoch advances: the granularity of compute limits
-/// and of a busy instance yielding its thread.
-pub const EPOCH_TICK: std::time::Duration = std::time::Duration::from_millis(10);
-
-/// Advances the engine's epoch every [`EPOCH_TICK`] for as long as the
-/// engine lives.
-pub fn start_epoch_ticker(engine: &Engine) -> Result<()> {
-    let engine = engine.weak();
-    std::thread::Builder::new()
-        .name("epoch-ticker".into())
-        .spawn(move || {
-            while let Some(engine) = engine.upgrade() {
-                engine.increment_epoch();
-                drop(engine);
-                std::thread::sleep(EPOCH_TICK);
-            }
-        })
-        .context("start the epoch ticker")?;
-    Ok(())
-}
 
 /// Where a compiled component came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -18,6 +18,7 @@
 
 pub mod bindings;
 pub mod compile;
+pub mod epoch;
 pub mod limits;
 pub mod release;
 pub mod run;
@@ -34,6 +35,7 @@ pub use store::{
 
 use bindings::ToolWithEffectsPre;
 use compile::Compiled;
+use epoch::EpochTicker;
 use limits::RunMemory;
 use run::{BoundInput, OutputRules, RunState};
 use sha2::{Digest, Sha256};
@@ -149,6 +151,7 @@ pub struct CacheCounts {
 /// Runs configured releases under the deployment's limits.
 pub struct Runner {
     engine: Engine,
+    ticker: EpochTicker,
     linker: Linker<RunState>,
     releases: HashMap<String, Release>,
     settings: RunnerSettings,
@@ -184,7 +187,7 @@ impl Runner {
             .consume_fuel(true)
             .epoch_interruption(true);
         let engine = Engine::new(&config).context("create the tool engine")?;
-        compile::start_epoch_ticker(&engine)?;
+        let ticker = EpochTicker::start(&engine)?;
         let mut linker = Linker::new(&engine);
         type Own = HasSelf<RunState>;
         use bindings::lab::tool::{clock, inputs, log, outputs, random};
@@ -197,6 +200,7 @@ impl Runner {
         random::add_to_linker::<_, Own>(&mut linker, |s| s)?;
         Ok(Runner {
             engine,
+            ticker,
             linker,
             releases: HashMap::new(),
             slots: Semaphore::new(settings.concurrent as usize),
@@ -283,6 +287,7 @@ impl Runner {
             rules,
             Arc::clone(&release.digest),
         );
+        let _ticking = self.ticker.ticking();
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.memory);
         store

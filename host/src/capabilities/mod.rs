@@ -42,6 +42,8 @@ pub struct ServiceEnv {
     pub config: Arc<ServiceConfig>,
     /// WebAssembly compute one request may use before its instance traps.
     pub compute_limit: std::time::Duration,
+    /// The service engine's epoch, which that limit is counted in.
+    pub ticker: lab_tool_runner::epoch::EpochTicker,
     /// Instance memory beyond each instance's base, shared by every service.
     pub memory: Arc<crate::memory::MemoryBudget>,
     /// Largest answer `services.call` reads whole.
@@ -106,6 +108,8 @@ pub struct RequestState {
     /// The signatures verified on the connection whose request (or socket
     /// call) this instance answers; none for a nested call.
     pub verified: Option<Arc<crate::verified::Verified>>,
+    /// Keeps the engine's epoch advancing while this instance lives.
+    _ticking: lab_tool_runner::epoch::Ticking,
 }
 
 impl RequestState {
@@ -120,11 +124,12 @@ impl RequestState {
             limits,
             // No preopens, no environment, no network, no inherited stdio.
             wasi: WasiCtx::builder().build(),
-            env,
             digest,
             open_writes: 0,
             nested,
             verified: None,
+            _ticking: env.ticker.ticking(),
+            env,
         }
     }
 }

@@ -29,7 +29,7 @@ pub(super) async fn journal(feed: Arc<Feed>) -> (Arc<Service>, Arc<crate::kv::Kv
     )
     .unwrap();
     let linker = crate::engine::linker(&engine).unwrap();
-    crate::engine::start_epoch_ticker(&engine).unwrap();
+    let ticker = crate::engine::EpochTicker::start(&engine).unwrap();
     let map = crate::kv::MapLimits {
         initial: 1 << 30,
         ceiling: 1 << 30,
@@ -61,6 +61,7 @@ pub(super) async fn journal(feed: Arc<Feed>) -> (Arc<Service>, Arc<crate::kv::Kv
             "journal".to_string(),
         )])),
         compute_limit: Duration::from_secs(30),
+        ticker,
         memory,
         max_call_answer: 1 << 20,
         body_read_timeout: Duration::from_secs(5),
