@@ -1,13 +1,14 @@
 //! The engine's epoch: advanced every [`EPOCH_TICK`] while any store of
-//! the engine lives, and not at all once none has for [`IDLE`].
+//! the engine lives, and not at all once none has for about [`IDLE`].
 //!
 //! Invariants:
 //! 1. A store's epoch deadline is only as good as the ticks that reach it,
 //!    so every store is created under a [`Ticking`] held as long as the
 //!    store: while one is held the ticker never parks.
-//! 2. The ticker parks only after [`IDLE`] with none held, so a server
-//!    under load, whose stores come and go, never pays for waking it; an
-//!    idle one wakes no thread at all.
+//! 2. The ticker parks only after [`IDLE`] of ticks that each found no
+//!    guard held, so a server under load never pays for waking it, one
+//!    serving a request now and then wakes it at most once a second, and
+//!    an idle one wakes no thread at all.
 //! 3. No wake is lost: the ticker marks itself parked and checks for held
 //!    guards under the lock, and a guard taken while it is parked notifies
 //!    it under the same lock.
