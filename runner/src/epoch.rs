@@ -47,15 +47,12 @@ impl Shared {
 /// The ticker of one engine; cloned handles share it, and the last one
 /// dropped stops it.
 #[derive(Clone)]
-pub struct EpochTicker {
-    shared: Arc<Shared>,
-    _stop: Arc<Stop>,
-}
+pub struct EpochTicker(Arc<Handle>);
 
-/// Stops the thread when the last handle goes (4).
-struct Stop(Arc<Shared>);
+/// What the handles share; stops the thread when the last one goes (4).
+struct Handle(Arc<Shared>);
 
-impl Drop for Stop {
+impl Drop for Handle {
     fn drop(&mut self) {
         self.0.stopped.store(true, SeqCst);
         self.0.notify();
@@ -81,24 +78,23 @@ impl EpochTicker {
             .name("epoch-ticker".into())
             .spawn(move || run(&ticker, &engine))
             .context("start the epoch ticker")?;
-        Ok(EpochTicker {
-            _stop: Arc::new(Stop(Arc::clone(&shared))),
-            shared,
-        })
+        Ok(EpochTicker(Arc::new(Handle(shared))))
     }
 
     /// Keeps the epoch advancing until the guard is dropped.
     pub fn ticking(&self) -> Ticking {
-        self.shared.held.fetch_add(1, SeqCst);
-        if self.shared.parked.load(SeqCst) {
-            self.shared.notify();
+        let shared = &self.0 .0;
+        shared.held.fetch_add(1, SeqCst);
+        if shared.parked.load(SeqCst) {
+            shared.notify();
         }
-        Ticking(Arc::clone(&self.shared))
+        Ticking(Arc::clone(shared))
     }
 
     /// Whether the ticker is parked now.
-    pub fn is_parked(&self) -> bool {
-        self.shared.parked.load(SeqCst)
+    #[cfg(test)]
+    fn is_parked(&self) -> bool {
+        self.0 .0.parked.load(SeqCst)
     }
 }
 
@@ -202,7 +198,7 @@ mod tests {
         let engine = engine();
         let ticker = EpochTicker::start(&engine).unwrap();
         assert!(parked_within(&ticker, IDLE * 10));
-        let shared = Arc::clone(&ticker.shared);
+        let shared = Arc::clone(&ticker.0 .0);
         drop(ticker);
         // The thread holds no reference of its own: only the test's is left
         // once the thread has returned.
