@@ -11,3 +11,11 @@ wit_bindgen::generate!({
     export_macro_name: "export_service",
     default_bindings_module: "lab_guest",
 });
+
+pub mod heap;
+
+/// Every service component's heap (see [`heap`]); on WebAssembly without
+/// threads only, where it needs no lock.
+#[cfg(all(target_family = "wasm", not(target_feature = "atomics")))]
+#[global_allocator]
+static HEAP: heap::SizeClassHeap<std::alloc::System> = heap::SizeClassHeap::new(std::alloc::System);
