@@ -96,9 +96,7 @@ fn route(request: &Request, body: &IncomingBody) -> Response {
             requests::decode_head(b).and_then(ops::tree::head)
         })),
         ["v1", "append"] => Some(("append", |b| {
-            requests::decode_append(b)
-                .and_then(ops::mutate::append)
-                .map(encode)
+            requests::decode_append(b).and_then(ops::mutate::append)
         })),
         ["v1", "read"] => Some(("read", |b| {
             requests::decode_read(b).and_then(ops::pages::read)

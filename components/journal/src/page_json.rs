@@ -1,6 +1,6 @@
-//! The JSON text of `read`, `query`, `children` and `head` answers, written
-//! straight into the reply buffer instead of through a `serde_json::Value`
-//! tree.
+//! The JSON text of `read`, `query`, `children`, `head` and `append`
+//! answers, and of an append's normalized request, written straight into
+//! their buffers instead of through a `serde_json::Value` tree.
 //!
 //! Invariant: every document written here is byte for byte what
 //! `serde_json::to_vec` writes for the same document as a `Value` (members
@@ -95,15 +95,9 @@ impl PageJson {
         decimal(out, record.first);
         out.extend_from_slice(b",\"last\":");
         decimal(out, record.last);
-        out.extend_from_slice(b"},\"fact\":\"");
-        let at = out.len();
-        let encoded = record.fact.len().div_ceil(3) * 4;
-        out.resize(at + encoded, 0);
-        let written = STANDARD
-            .encode_slice(&record.fact, &mut out[at..])
-            .expect("the buffer holds the padded encoding");
-        debug_assert_eq!(written, encoded);
-        out.extend_from_slice(b"\",\"origin\":\"");
+        out.extend_from_slice(b"},\"fact\":");
+        base64_string(out, &record.fact);
+        out.extend_from_slice(b",\"origin\":\"");
         out.extend_from_slice(record.origin.as_str().as_bytes());
         out.extend_from_slice(b"\",\"ref\":{\"position\":");
         decimal(out, position);
@@ -233,6 +227,64 @@ pub fn head(root: RootId, space: SpaceId, cutoff: u64) -> Vec<u8> {
     space_ref_members(&mut out, root, space);
     out.extend_from_slice(b"}}");
     out
+}
+
+/// An append's normalized request, the text its receipt's digest is of:
+/// `{expected_cutoff, facts, space: {root_id, space_id}}`, each fact in
+/// standard padded base64, an absent precondition `null`.
+pub fn append_request(
+    root: RootId,
+    space: SpaceId,
+    facts: &[Vec<u8>],
+    expected_cutoff: Option<u64>,
+) -> Vec<u8> {
+    let encoded: usize = facts.iter().map(|f| f.len().div_ceil(3) * 4 + 3).sum();
+    let mut out = Vec::with_capacity(encoded + 160);
+    out.extend_from_slice(b"{\"expected_cutoff\":");
+    match expected_cutoff {
+        Some(cutoff) => decimal(&mut out, cutoff),
+        None => out.extend_from_slice(b"null"),
+    }
+    out.extend_from_slice(b",\"facts\":");
+    array(&mut out, facts, |out, fact| base64_string(out, fact));
+    out.extend_from_slice(b",\"space\":{");
+    space_ref_members(&mut out, root, space);
+    out.extend_from_slice(b"}}");
+    out
+}
+
+/// An `append` answer: `{cutoff, first, last, replayed, space: {root_id,
+/// space_id}}`, the cutoff the batch's last position.
+pub fn appended(root: RootId, space: SpaceId, first: u64, last: u64, replayed: bool) -> Vec<u8> {
+    let mut out = Vec::with_capacity(160);
+    out.extend_from_slice(b"{\"cutoff\":");
+    decimal(&mut out, last);
+    out.extend_from_slice(b",\"first\":");
+    decimal(&mut out, first);
+    out.extend_from_slice(b",\"last\":");
+    decimal(&mut out, last);
+    out.extend_from_slice(if replayed {
+        b",\"replayed\":true,\"space\":{"
+    } else {
+        b",\"replayed\":false,\"space\":{"
+    });
+    space_ref_members(&mut out, root, space);
+    out.extend_from_slice(b"}}");
+    out
+}
+
+/// `bytes` as a JSON string of their standard padded base64, which needs
+/// no escaping.
+fn base64_string(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.push(b'"');
+    let at = out.len();
+    let encoded = bytes.len().div_ceil(3) * 4;
+    out.resize(at + encoded, 0);
+    let written = STANDARD
+        .encode_slice(bytes, &mut out[at..])
+        .expect("the buffer holds the padded encoding");
+    debug_assert_eq!(written, encoded);
+    out.push(b'"');
 }
 
 /// `{space: {path, root_id, space_id}, through}`.
@@ -374,6 +426,56 @@ mod tests {
             });
             assert_eq!(
                 String::from_utf8(head(root(), space(9), cutoff)).unwrap(),
+                serde_json::to_string(&expected).unwrap()
+            );
+        }
+    }
+
+    #[test]
+    fn an_append_request_is_what_serde_json_writes() {
+        let facts = [
+            b"".to_vec(),
+            b"a".to_vec(),
+            vec![0xfb, 0xff, 0xbf],
+            vec![7; 301],
+        ];
+        for (facts, expected_cutoff) in [
+            (&facts[..1], None),
+            (&facts[..], Some(0)),
+            (&facts[2..], Some(u64::MAX >> 11)),
+        ] {
+            // The document the operation digested before, as it built it.
+            let texts: Vec<String> = facts.iter().map(|f| STANDARD.encode(f)).collect();
+            let expected = json!({
+                "space": {"root_id": root().to_string(), "space_id": space(3).to_string()},
+                "facts": texts,
+                "expected_cutoff": expected_cutoff,
+            });
+            assert_eq!(
+                String::from_utf8(append_request(root(), space(3), facts, expected_cutoff))
+                    .unwrap(),
+                serde_json::to_string(&expected).unwrap()
+            );
+        }
+    }
+
+    #[test]
+    fn an_append_answer_is_what_serde_json_writes() {
+        for (first, last, replayed) in [
+            (1, 1, false),
+            (2, 129, true),
+            (u64::MAX >> 11, u64::MAX >> 11, false),
+        ] {
+            // The document the operation built before, as it built it.
+            let expected = json!({
+                "space": {"root_id": root().to_string(), "space_id": space(4).to_string()},
+                "first": first,
+                "last": last,
+                "cutoff": last,
+                "replayed": replayed,
+            });
+            assert_eq!(
+                String::from_utf8(appended(root(), space(4), first, last, replayed)).unwrap(),
                 serde_json::to_string(&expected).unwrap()
             );
         }

@@ -15,8 +15,9 @@
 //! once it is durable, and only when something listens; a replay or a
 //! refusal advanced nothing and announces nothing.
 
-use super::{entry_ref_json, existing_space, space_json, space_ref_json, Answer};
+use super::{entry_ref_json, existing_space, space_json, space_ref_json, Answer, Encoded};
 use crate::ids::SpaceId;
+use crate::page_json;
 use crate::refusal::Refusal;
 use crate::requests::{AppendRequest, CreateRequest, MAX_POSITION};
 use crate::store::{
@@ -225,16 +226,14 @@ fn decide_create(
     Ok(Decided::Commit(writes, result, advanced))
 }
 
-pub fn append(request: AppendRequest) -> Answer {
-    use base64::engine::general_purpose::STANDARD;
-    use base64::Engine as _;
-    let facts_text: Vec<String> = request.facts.iter().map(|f| STANDARD.encode(f)).collect();
-    let normalized = json!({
-        "space": space_ref_json(request.space.root, request.space.space),
-        "facts": facts_text,
-        "expected_cutoff": request.expected_cutoff,
-    });
-    let digest = request_digest(&normalized);
+pub fn append(request: AppendRequest) -> Encoded {
+    let digest: [u8; 32] = Sha256::digest(page_json::append_request(
+        request.space.root,
+        request.space.space,
+        &request.facts,
+        request.expected_cutoff,
+    ))
+    .into();
     let space = request.space.space;
     let (identity, declared, record, durable_receipt) = {
         let snapshot = store::read_append(space, &request.operation_id)?;
@@ -244,13 +243,7 @@ pub fn append(request: AppendRequest) -> Answer {
         (identity, declared, record, receipt)
     };
     let result = |first: u64, last: u64, replayed: bool| {
-        json!({
-            "space": space_ref_json(identity.root, space),
-            "first": first,
-            "last": last,
-            "cutoff": last,
-            "replayed": replayed,
-        })
+        page_json::appended(identity.root, space, first, last, replayed)
     };
     // A snapshot sees durable commits only: a receipt found there is
     // answered without the store's writer.
@@ -308,11 +301,17 @@ pub fn append(request: AppendRequest) -> Answer {
 fn replay_append(
     receipt: Receipt,
     digest: &[u8; 32],
-    result: impl FnOnce(u64, u64, bool) -> Value,
-) -> Answer {
+    result: impl FnOnce(u64, u64, bool) -> Vec<u8>,
+) -> Encoded {
+    let stored = |receipt: Receipt| {
+        replay(receipt, digest).map(|(status, result)| {
+            let text = serde_json::to_vec(&result).expect("a JSON value serializes");
+            (status, text)
+        })
+    };
     match store::receipt_positions(&receipt) {
-        None => replay(receipt, digest),
-        Some(_) if receipt.request_digest != *digest => replay(receipt, digest),
+        None => stored(receipt),
+        Some(_) if receipt.request_digest != *digest => stored(receipt),
         Some(positions) => {
             let (first, last) = positions?;
             Ok((200, result(first, last, true)))
