@@ -12,8 +12,8 @@
 //!   bytes up to [`SMALL_MAX`], aligned to [`GRANULE`]; its size is
 //!   derived from the `Layout` the caller passes back, never stored;
 //! - small blocks are carved from chunks of the allocator beneath (the
-//!   first [`CHUNK`] bytes, each next one twice the last, at most
-//!   [`MAX_CHUNKS`]), which are never returned; a block is this heap's
+//!   first [`CHUNK`] bytes, each next one twice the last up to
+//!   [`CHUNK_MAX`], at most [`MAX_CHUNKS`]), which are never returned; a block is this heap's
 //!   exactly when its address is inside one of them; when no chunk can be
 //!   had, the block itself comes from beneath;
 //! - a free small block holds the address of the next free block of its
@@ -39,8 +39,22 @@ pub const CLASSES: usize = 64;
 pub const SMALL_MAX: usize = GRANULE * CLASSES;
 /// The first chunk's size.
 pub const CHUNK: usize = 64 << 10;
-/// Chunks a heap carves from; past them, small blocks come from beneath.
-pub const MAX_CHUNKS: usize = 12;
+/// The largest chunk: a request near its memory limit is refused one
+/// chunk of at most this, not half its heap at once.
+pub const CHUNK_MAX: usize = 4 << 20;
+/// Chunks a heap carves from (about 236 MiB in all); past them, small
+/// blocks come from beneath.
+pub const MAX_CHUNKS: usize = 64;
+
+/// The size of the chunk after `chunks` chunks.
+const fn chunk_size(chunks: usize) -> usize {
+    let doubled = CHUNK << if chunks < 16 { chunks } else { 16 };
+    if doubled < CHUNK_MAX {
+        doubled
+    } else {
+        CHUNK_MAX
+    }
+}
 
 struct Lists {
     /// Head of each class's free list, null when empty.
@@ -97,8 +111,10 @@ impl<A> SizeClassHeap<A> {
         let at = block as usize;
         // SAFETY: see `lists`.
         let lists = unsafe { self.lists() };
+        // The newest chunk first: most blocks freed are recent.
         lists.ranges[..lists.chunks]
             .iter()
+            .rev()
             .any(|&(start, end)| start <= at && at < end)
     }
 }
@@ -121,7 +137,7 @@ impl<A: GlobalAlloc> SizeClassHeap<A> {
                 // SAFETY: the caller's layout, passed on.
                 return unsafe { self.beneath.alloc(layout) };
             }
-            let size = CHUNK << lists.chunks;
+            let size = chunk_size(lists.chunks);
             // SAFETY: a non-zero size and a power-of-two alignment.
             let chunk = unsafe {
                 self.beneath
@@ -228,6 +244,16 @@ mod tests {
 
     fn layout(size: usize, align: usize) -> Layout {
         Layout::from_size_align(size, align).unwrap()
+    }
+
+    #[test]
+    fn chunks_double_up_to_their_largest() {
+        assert_eq!(chunk_size(0), CHUNK);
+        assert_eq!(chunk_size(1), 2 * CHUNK);
+        assert_eq!(chunk_size(6), CHUNK_MAX);
+        assert_eq!(chunk_size(MAX_CHUNKS - 1), CHUNK_MAX);
+        let all: usize = (0..MAX_CHUNKS).map(chunk_size).sum();
+        assert!(all > 200 << 20, "the chunks cover an instance's memory");
     }
 
     #[test]
@@ -393,7 +419,7 @@ mod tests {
     fn past_the_last_chunk_small_blocks_come_from_beneath() {
         let heap = heap();
         let block = layout(SMALL_MAX, GRANULE);
-        let carved: usize = (0..MAX_CHUNKS).map(|i| (CHUNK << i) / SMALL_MAX).sum();
+        let carved: usize = (0..MAX_CHUNKS).map(|i| chunk_size(i) / SMALL_MAX).sum();
         unsafe {
             // Carving touches no block, so the chunks stay untouched.
             for _ in 0..carved {
