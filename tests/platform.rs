@@ -34,6 +34,19 @@ fn a_trap_is_a_500_and_the_host_keeps_serving() {
 }
 
 #[test]
+fn a_heap_of_many_chunks_keeps_every_block() {
+    // 96 MiB of blocks of up to 1 KiB: the guest heap's chunks double to
+    // their largest and go on past its sixteenth, where a chunk's size
+    // would overflow 32 bits if it kept doubling.
+    let labd = start_probe("heap");
+    let response = labd.bytes().get("/heap?key=96");
+    let body = String::from_utf8_lossy(&response.body);
+    assert_eq!(response.status, 200, "{body}");
+    assert!(body.starts_with("intact "), "{body}");
+    assert_eq!(labd.bytes().get("/ok").status, 200);
+}
+
+#[test]
 fn committed_writes_survive_kill_9() {
     committed_writes_survive_a_crash(Crash::Kill9);
 }

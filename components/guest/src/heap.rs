@@ -46,11 +46,14 @@ pub const CHUNK_MAX: usize = 4 << 20;
 /// blocks come from beneath.
 pub const MAX_CHUNKS: usize = 64;
 
-/// The size of the chunk after `chunks` chunks.
+/// Doublings from the first chunk to the largest.
+const DOUBLINGS: usize = CHUNK_MAX.ilog2() as usize - CHUNK.ilog2() as usize;
+
+/// The size of the chunk after `chunks` chunks. Halving the largest, it
+/// cannot overflow a 32-bit `usize` however many chunks there are.
 const fn chunk_size(chunks: usize) -> usize {
-    let doubled = CHUNK << if chunks < 16 { chunks } else { 16 };
-    if doubled < CHUNK_MAX {
-        doubled
+    if chunks < DOUBLINGS {
+        CHUNK_MAX >> (DOUBLINGS - chunks)
     } else {
         CHUNK_MAX
     }

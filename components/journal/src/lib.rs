@@ -149,7 +149,7 @@ fn route(request: &Request, body: &IncomingBody) -> Response {
 }
 
 /// A result document as JSON text.
-fn encode((status, result): (u16, serde_json::Value)) -> (u16, Vec<u8>) {
+pub(crate) fn encode((status, result): (u16, serde_json::Value)) -> (u16, Vec<u8>) {
     let text = serde_json::to_vec(&result).expect("a JSON value serializes");
     (status, text)
 }

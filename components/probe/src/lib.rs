@@ -18,6 +18,7 @@
 //! | `GET /relay?key=S&value=T&sha=HEX&len=N` | `call-streaming` of `GET T` to S; answers 200, `content-length: N` and the peer's body as a relay verified against N and HEX, or 502 |
 //! | `GET /livez`, `GET /healthz` | 200 |
 //! | `POST /hold?key=N` | grows its memory by N MiB (and touches it), then reads its body to the end; answers the body's length, or 400 when the body broke off |
+//! | `GET /heap?key=N` | allocates about N MiB of blocks of 1 to 1,024 bytes, each filled with its own pattern, frees and reallocates every third, grows every fifth; answers 200 `intact COUNT` when every block kept its bytes, or 500 naming the first that did not |
 //! | `POST /kv/fill?key=N` | one write transaction: puts N entries into the table `fill` |
 //! | `GET /kv/scan?key=N` | scans the table `fill` asking for N entries; answers how many came |
 //! | `POST /blob/put` | `put-from-body` of its body with the largest cap; answers the size, or 413 `too-large` |
@@ -238,6 +239,10 @@ impl Guest for Probe {
                 drop(held);
                 answer
             }
+            ("GET", "/heap") => {
+                let mib: usize = String::from_utf8(param(0)).unwrap().parse().expect("N");
+                heap_exercise(mib << 20)
+            }
             ("POST", "/kv/fill") => {
                 let n: u32 = String::from_utf8(param(0)).unwrap().parse().expect("N");
                 let txn = kv::begin_write().expect("begin");
@@ -439,3 +444,32 @@ fn text(status: u16, body: &str) -> Response {
 }
 
 lab_guest::export_service!(Probe);
+
+/// Fills about `bytes` of the heap with small blocks, each holding its own
+/// pattern, churns them, and checks every one.
+fn heap_exercise(bytes: usize) -> Response {
+    let size = |i: usize| 1 + (i * 7919) % 1024;
+    let fill = |i: usize| (i % 251) as u8;
+    let mut blocks: Vec<Vec<u8>> = Vec::new();
+    let mut total = 0;
+    while total < bytes {
+        let i = blocks.len();
+        blocks.push(vec![fill(i); size(i)]);
+        total += size(i);
+    }
+    for (i, block) in blocks.iter_mut().enumerate() {
+        if i % 3 == 0 {
+            *block = vec![fill(i); size(i)];
+        }
+        if i % 5 == 0 {
+            block.extend(std::iter::repeat_n(fill(i), 300));
+        }
+    }
+    for (i, block) in blocks.iter().enumerate() {
+        let grown = if i % 5 == 0 { 300 } else { 0 };
+        if block.len() != size(i) + grown || block.iter().any(|&b| b != fill(i)) {
+            return text(500, &format!("block {i} of {} changed", blocks.len()));
+        }
+    }
+    text(200, &format!("intact {}", blocks.len()))
+}

@@ -303,12 +303,7 @@ fn replay_append(
     digest: &[u8; 32],
     result: impl FnOnce(u64, u64, bool) -> Vec<u8>,
 ) -> Encoded {
-    let stored = |receipt: Receipt| {
-        replay(receipt, digest).map(|(status, result)| {
-            let text = serde_json::to_vec(&result).expect("a JSON value serializes");
-            (status, text)
-        })
-    };
+    let stored = |receipt: Receipt| replay(receipt, digest).map(crate::encode);
     match store::receipt_positions(&receipt) {
         None => stored(receipt),
         Some(_) if receipt.request_digest != *digest => stored(receipt),
