@@ -13,9 +13,9 @@
 //!   derived from the `Layout` the caller passes back, never stored;
 //! - small blocks are carved from chunks of the allocator beneath (the
 //!   first [`CHUNK`] bytes, each next one twice the last up to
-//!   [`CHUNK_MAX`], at most [`MAX_CHUNKS`]), which are never returned; a block is this heap's
-//!   exactly when its address is inside one of them; when no chunk can be
-//!   had, the block itself comes from beneath;
+//!   [`CHUNK_MAX`], at most [`MAX_CHUNKS`]), which are never returned;
+//!   a block is this heap's exactly when its address is inside one of
+//!   them; when no chunk can be had, the block itself comes from beneath;
 //! - a free small block holds the address of the next free block of its
 //!   class in its first word, and is on exactly one list;
 //! - every other block is the allocator beneath's, and is freed and
