@@ -198,7 +198,8 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for SizeClassHeap<A> {
         }
         // SAFETY: the caller guarantees `new_size` is valid for the alignment.
         let grown = unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
-        if class_of(grown).is_some() && class_of(grown) == class_of(layout) {
+        // An owned block's layout has a class, so equal classes are small.
+        if class_of(grown) == class_of(layout) {
             return block;
         }
         // SAFETY: `grown` has a non-zero size (a realloc's contract).
