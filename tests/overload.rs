@@ -465,3 +465,30 @@ fn common_requests_run_within_the_components_initial_memory() {
     coord.send(&worker, &publish("finding-large", &"x".repeat(3 << 20)));
     assert!(growths() > before, "a large body grew no memory");
 }
+
+#[test]
+fn a_heap_past_the_memory_budget_is_refused_and_the_next_request_served() {
+    // 16 MiB beyond the 4 MiB base: the heap's chunks outgrow it long
+    // before 96 MiB of small blocks, and the refusal is the budget's.
+    let probe = support::built_component("probe");
+    let labd = Labd::start(
+        "heap-budget",
+        &probe_args(
+            probe.to_str().unwrap(),
+            &[
+                "--memory-budget-mib",
+                "16",
+                "--instance-base-memory-mib",
+                "4",
+                "--instance-wait-ms",
+                "100",
+            ],
+        ),
+    );
+    let bytes = labd.bytes();
+    let refused = bytes.get("/heap?key=96");
+    assert_unavailable(&refused, "bytes");
+    let within = bytes.get("/heap?key=8");
+    assert_eq!(within.status, 200, "{within:?}");
+    assert!(within.body.starts_with(b"intact "));
+}

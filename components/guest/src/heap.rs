@@ -68,6 +68,10 @@ struct Lists {
     /// The chunks' address ranges, `[start, end)`, the first `chunks` used.
     ranges: [(usize, usize); MAX_CHUNKS],
     chunks: usize,
+    /// Whether beneath refused a chunk: then no more are asked for, so a
+    /// request at its memory limit waits for the limit once, not once a
+    /// block.
+    refused: bool,
 }
 
 /// Small blocks by size class over the allocator `A`.
@@ -98,6 +102,7 @@ impl<A> SizeClassHeap<A> {
                 end: 0,
                 ranges: [(0, 0); MAX_CHUNKS],
                 chunks: 0,
+                refused: false,
             }),
         }
     }
@@ -136,7 +141,7 @@ impl<A: GlobalAlloc> SizeClassHeap<A> {
         }
         let bytes = (class + 1) * GRANULE;
         if lists.end - lists.next < bytes {
-            if lists.chunks == MAX_CHUNKS {
+            if lists.chunks == MAX_CHUNKS || lists.refused {
                 // SAFETY: the caller's layout, passed on.
                 return unsafe { self.beneath.alloc(layout) };
             }
@@ -147,6 +152,7 @@ impl<A: GlobalAlloc> SizeClassHeap<A> {
                     .alloc(Layout::from_size_align_unchecked(size, GRANULE))
             };
             if chunk.is_null() {
+                lists.refused = true;
                 // A smaller block may still fit where the chunk did not.
                 // SAFETY: the caller's layout, passed on.
                 return unsafe { self.beneath.alloc(layout) };
@@ -394,11 +400,14 @@ mod tests {
         }
     }
 
-    /// The allocator beneath with room for blocks smaller than a chunk only.
-    struct Cramped;
+    /// The allocator beneath with room for blocks smaller than a chunk
+    /// only, counting the chunks it refused.
+    struct Cramped(Cell<usize>);
+    unsafe impl Sync for Cramped {}
     unsafe impl GlobalAlloc for Cramped {
         unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
             if layout.size() >= CHUNK {
+                self.0.set(self.0.get() + 1);
                 return ptr::null_mut();
             }
             unsafe { System.alloc(layout) }
@@ -410,13 +419,21 @@ mod tests {
 
     #[test]
     fn a_refused_chunk_leaves_small_blocks_to_beneath() {
-        let heap = SizeClassHeap::new(Cramped);
+        let heap = SizeClassHeap::new(Cramped(Cell::new(0)));
         unsafe {
             let block = heap.alloc(layout(40, 8));
             assert!(!block.is_null());
             assert!(!heap.owns(block));
             heap.dealloc(block, layout(40, 8));
+            let next = heap.alloc(layout(40, 8));
+            assert!(!heap.owns(next));
+            heap.dealloc(next, layout(40, 8));
         }
+        assert_eq!(
+            heap.beneath.0.get(),
+            1,
+            "a refused chunk is not asked again"
+        );
     }
 
     #[test]
