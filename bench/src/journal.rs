@@ -4,8 +4,10 @@
 //! - durable appends per second (batches and facts) of 1 and of 128 facts
 //!   from 1, 16 and 64 concurrent keep-alive clients, all into one journal
 //!   and spread over 1,000 journals, against a plain heed loop writing the
-//!   same rows ([`crate::lmdb`]): one commit per append, and for 64 clients
-//!   one commit per 64 appends (what perfect group commit would reach);
+//!   same rows ([`crate::lmdb`]: entries, predicate index rows, receipt,
+//!   head): one commit per append, and for 64 clients one commit per 64
+//!   appends (what perfect group commit would reach); beside one client,
+//!   the same loop writing the entries and head alone, for reference;
 //! - beside the single-fact appends, back to back in each round, the same
 //!   appends into PostgreSQL from as many clients over as many journals,
 //!   one transaction of the journal's three writes each
@@ -45,13 +47,15 @@
 //! their baselines are taken in alternating rounds.
 
 use crate::client::{self, Conn};
-use crate::lmdb::{self, Lmdb, Written};
+use crate::lmdb::{self, Lmdb, Rows, Written};
 use crate::measure::{percent, progress, repeatable, verdict, Bound, Row};
 use crate::native::{Native, Routes};
 use crate::postgres::Postgres;
 use anyhow::{bail, ensure, Context, Result};
 use bytes::Bytes;
+use serde::Deserialize;
 use serde_json::{json, Value};
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -179,6 +183,17 @@ impl Api {
     }
 
     async fn exchange(&mut self, op: &str, head: &[u8], body: &[u8], want: u16) -> Result<Value> {
+        self.receive(op, head, body, want).await?;
+        let parsing = Instant::now();
+        let answer =
+            serde_json::from_slice(&self.reply).with_context(|| format!("the answer to {op}"));
+        self.json_time += parsing.elapsed();
+        answer
+    }
+
+    /// Sends one request and leaves its answer, whose status must be
+    /// `want`, in `reply`.
+    async fn receive(&mut self, op: &str, head: &[u8], body: &[u8], want: u16) -> Result<()> {
         self.reply.clear();
         let response = self
             .conn
@@ -190,11 +205,21 @@ impl Api {
             response.status,
             String::from_utf8_lossy(&self.reply)
         );
-        let parsing = Instant::now();
-        let answer =
-            serde_json::from_slice(&self.reply).with_context(|| format!("the answer to {op}"));
-        self.json_time += parsing.elapsed();
-        answer
+        Ok(())
+    }
+
+    /// `POST /v1/<op>` with `body` as JSON; its answer left in `reply`.
+    async fn call_raw(&mut self, op: &str, body: &Value, want: u16) -> Result<()> {
+        let writing = Instant::now();
+        let body = serde_json::to_vec(body)?;
+        self.json_time += writing.elapsed();
+        let head = client::post_head(
+            self.addr,
+            &format!("/v1/{op}"),
+            "application/json",
+            body.len(),
+        );
+        self.receive(op, &head, &body, want).await
     }
 
     pub(crate) async fn call(&mut self, op: &str, body: &Value, want: u16) -> Result<Value> {
@@ -596,8 +621,9 @@ async fn appends(
     let each = Lmdb::create(&dir.join("commit-per-append"))?;
     let grouped = Lmdb::create(&dir.join("commit-per-group"))?;
     let nested = Lmdb::create(&dir.join("nested-per-group"))?;
+    let two_rows = Lmdb::create(&dir.join("entries-and-head"))?;
     let (mut single, mut group) = (Written::default(), Written::default());
-    let mut group_nested = Written::default();
+    let (mut group_nested, mut single_two_rows) = (Written::default(), Written::default());
     let mut labd: [Load; CLIENTS.len()] = Default::default();
     let mut sql: [(u64, Duration); CLIENTS.len()] = Default::default();
     let (mut head, mut noop, mut empty) = (Load::default(), Load::default(), Load::default());
@@ -606,13 +632,16 @@ async fn appends(
     for _ in 0..ROUNDS {
         let bound = BASELINE.share(ROUNDS);
         single.add(tokio::task::block_in_place(|| {
-            each.appends(spaces, batch, 1, false, bound)
+            each.appends(spaces, batch, 1, false, Rows::Journal, bound)
         })?);
         group.add(tokio::task::block_in_place(|| {
-            grouped.appends(spaces, batch, GROUP, false, bound)
+            grouped.appends(spaces, batch, GROUP, false, Rows::Journal, bound)
         })?);
         group_nested.add(tokio::task::block_in_place(|| {
-            nested.appends(spaces, batch, GROUP, true, bound)
+            nested.appends(spaces, batch, GROUP, true, Rows::Journal, bound)
+        })?);
+        single_two_rows.add(tokio::task::block_in_place(|| {
+            two_rows.appends(spaces, batch, 1, false, Rows::EntriesAndHead, bound)
         })?);
         for ((total, sql), clients) in labd.iter_mut().zip(&mut sql).zip(CLIENTS) {
             *run += 1;
@@ -634,7 +663,7 @@ async fn appends(
             empty.add(empty_load(target, GROUP, time).await?);
         }
     }
-    drop((each, grouped, nested));
+    drop((each, grouped, nested, two_rows));
     let facts = if batch == 1 { "fact" } else { "facts" };
     let mut rows = Vec::new();
     for (load, clients) in labd.iter().zip(CLIENTS) {
@@ -678,6 +707,17 @@ async fn appends(
             percent(ratio),
             target,
         ));
+        if clients == 1 {
+            let two_rows = per_second(single_two_rows.batches, single_two_rows.elapsed);
+            let journal_rows = per_second(single.batches, single.elapsed);
+            rows.push(Row::new(
+                format!("  ref: heed append {batch} {facts}, {label}, entries and head only, commit per append"),
+                format!("{two_rows:.0} (n={})", single_two_rows.batches),
+                format!("{journal_rows:.0} the journal's rows"),
+                percent(journal_rows / two_rows),
+                "-".into(),
+            ));
+        }
         if batch == 1 && clients == 1 && native.is_some() {
             rows.extend(single_ceiling_rows(
                 label,
@@ -1247,10 +1287,35 @@ struct Paged {
     elapsed: Duration,
 }
 
+/// A `read` answer, as far as the bench checks it; the members it does
+/// not name are still parsed (as JSON), not kept.
+#[derive(Deserialize)]
+struct ReadPage<'a> {
+    through: u64,
+    #[serde(borrow)]
+    entries: Vec<PageEntry<'a>>,
+    next_after: Option<u64>,
+    scanned_through: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct PageEntry<'a> {
+    #[serde(rename = "ref")]
+    reference: EntryRef,
+    #[serde(borrow)]
+    fact: Cow<'a, str>,
+}
+
+#[derive(Deserialize)]
+struct EntryRef {
+    position: u64,
+}
+
 /// Pages through (0, through] of `space` with `read` (limit `PAGE`), the
 /// cutoff captured by the first page unless given; with `filter`, keeps the
 /// facts returned. Checks order, bounds and, unfiltered, that no position
-/// is missing.
+/// is missing. Pages are decoded into [`ReadPage`], as a client of the
+/// journal would, not into a JSON tree.
 async fn read_all(
     api: &mut Api,
     ids: &Ids,
@@ -1271,21 +1336,18 @@ async fn read_all(
         if let Some(filter) = filter {
             body["filter"] = filter.clone();
         }
-        let answer = api.call("read", &body, 200).await?;
-        let page_through = answer["through"].as_u64().context("read without through")?;
+        api.call_raw("read", &body, 200).await?;
+        let parsing = Instant::now();
+        let answer: ReadPage = serde_json::from_slice(&api.reply).context("the answer to read")?;
+        let page_through = answer.through;
         ensure!(
             through.is_none_or(|t| t == page_through),
             "read moved its cutoff"
         );
         through = Some(page_through);
         paged.pages += 1;
-        for entry in answer["entries"]
-            .as_array()
-            .context("read without entries")?
-        {
-            let position = entry["ref"]["position"]
-                .as_u64()
-                .context("entry position")?;
+        for entry in &answer.entries {
+            let position = entry.reference.position;
             ensure!(
                 position > last_position && position <= page_through,
                 "read returned position {position} after {last_position} (through {page_through})"
@@ -1297,20 +1359,20 @@ async fn read_all(
             last_position = position;
             paged.entries += 1;
             if filter.is_some() {
-                let fact = entry["fact"].as_str().context("entry fact")?;
-                paged.facts.push(fact.to_string());
+                paged.facts.push(entry.fact.to_string());
             }
         }
-        match answer["next_after"].as_u64() {
+        api.json_time += parsing.elapsed();
+        match answer.next_after {
             Some(next) => {
                 ensure!(next > after || next == page_through, "read did not advance");
                 after = next;
             }
             None => {
                 ensure!(
-                    answer["scanned_through"].as_u64() == Some(page_through),
-                    "a final page that did not scan through {page_through}: {}",
-                    answer["scanned_through"]
+                    answer.scanned_through == Some(page_through),
+                    "a final page that did not scan through {page_through}: {:?}",
+                    answer.scanned_through
                 );
                 break;
             }

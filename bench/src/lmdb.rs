@@ -7,8 +7,14 @@
 //! - entry: space id (16) ‖ position (8) → origin (1) ‖ batch first (8) ‖
 //!   batch last (8) ‖ fact;
 //! - head: space id (16) → cutoff (8), one write per append;
-//! - predicate index (only where a filtered read is the baseline): space id
-//!   (16) ‖ SHA-256(predicate)[..16] ‖ position (8) → empty.
+//! - predicate index: space id (16) ‖ SHA-256(predicate)[..16] ‖ position
+//!   (8) → empty, one per fact;
+//! - receipt: space id (16) ‖ `a` ‖ operation id → request digest (32) ‖
+//!   positions (1 + 8 + 8), one per append.
+//!
+//! An append writes all four, as the journal's does ([`Rows::Journal`]);
+//! the two-row loop before them ([`Rows::EntriesAndHead`]) is kept as a
+//! reference.
 //!
 //! The three row kinds share one database behind a one-byte kind prefix,
 //! as labd's tables share one behind their names.
@@ -19,6 +25,7 @@ use anyhow::{ensure, Context, Result};
 use heed::types::Bytes;
 use heed::{Database, Env, EnvOpenOptions, RwTxn};
 use sha2::{Digest, Sha256};
+use std::io::Write as _;
 use std::ops::Bound as Edge;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -29,6 +36,7 @@ const MAP_SIZE: usize = 16 << 30;
 const ENTRY: u8 = b'e';
 const HEAD: u8 = b'h';
 const PREDICATE: u8 = b'p';
+const RECEIPT: u8 = b'r';
 /// Batches per commit while filling a journal for the read baselines
 /// (filling is not measured).
 const FILL_GROUP: usize = 64;
@@ -44,6 +52,16 @@ impl Drop for Lmdb {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// The rows an append writes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Rows {
+    /// The journal's: each fact's entry and predicate index row, the
+    /// append's receipt and the space's head.
+    Journal,
+    /// Only each fact's entry and the head.
+    EntriesAndHead,
 }
 
 /// Appends written over time.
@@ -149,16 +167,47 @@ impl Lmdb {
         Ok(last)
     }
 
-    /// Appends of `batch` facts, `group` appends per commit, round-robin
-    /// over `spaces` spaces, until `bound` (counted in commits); with
-    /// `nested`, each append in its own transaction nested in the commit's,
-    /// as labd's store runs them. Only the loop is timed.
+    /// The rest of the journal's rows for an append at `first..=last` of
+    /// facts whose predicate index key is `predicate`: an index row per
+    /// fact and the receipt of `operation`.
+    fn index_and_receipt(
+        &self,
+        txn: &mut RwTxn<'_>,
+        space: &[u8; 16],
+        (first, last): (u64, u64),
+        predicate: &[u8; 16],
+        operation: &[u8],
+        value: &mut Vec<u8>,
+    ) -> Result<()> {
+        for position in first..=last {
+            self.db
+                .put(txn, &predicate_row(space, predicate, position), &[])?;
+        }
+        let mut key = Vec::with_capacity(18 + operation.len());
+        key.push(RECEIPT);
+        key.extend_from_slice(space);
+        key.push(b'a');
+        key.extend_from_slice(operation);
+        value.clear();
+        value.extend_from_slice(&Sha256::digest(operation));
+        value.push(1);
+        value.extend_from_slice(&first.to_be_bytes());
+        value.extend_from_slice(&last.to_be_bytes());
+        self.db.put(txn, &key, value)?;
+        Ok(())
+    }
+
+    /// Appends of `batch` facts writing `rows`, `group` appends per commit,
+    /// round-robin over `spaces` spaces, until `bound` (counted in commits);
+    /// with `nested`, each append in its own transaction nested in the
+    /// commit's, as labd's store runs them. Only the loop is timed.
     pub fn appends(
         &self,
         spaces: usize,
         batch: usize,
         group: usize,
         nested: bool,
+        rows: Rows,
         bound: Bound,
     ) -> Result<Written> {
         let ids: Vec<[u8; 16]> = (0..spaces).map(space_id).collect();
@@ -173,6 +222,11 @@ impl Lmdb {
             }
         }
         let facts: Vec<Vec<u8>> = (0..batch as u64).map(|i| fact("bench", i)).collect();
+        let predicate = predicate_key(&crate::journal::text("bench"));
+        // Operation ids unique within this environment: its first head
+        // (rounds before this one) and the append's count.
+        let round = heads.iter().sum::<u64>();
+        let mut operation = Vec::with_capacity(32);
         let mut value = Vec::with_capacity(64);
         let mut next = 0usize;
         let mut commits = 0u64;
@@ -182,13 +236,29 @@ impl Lmdb {
             for _ in 0..group {
                 let at = next % spaces;
                 let first = heads[at] + 1;
+                let mut write = |txn: &mut RwTxn<'_>| -> Result<u64> {
+                    let last = self.append(txn, &ids[at], first, &facts, &mut value)?;
+                    if rows == Rows::Journal {
+                        operation.clear();
+                        write!(operation, "h{round}-{next}")?;
+                        self.index_and_receipt(
+                            txn,
+                            &ids[at],
+                            (first, last),
+                            &predicate,
+                            &operation,
+                            &mut value,
+                        )?;
+                    }
+                    Ok(last)
+                };
                 heads[at] = if nested {
                     let mut inner = self.env.nested_write_txn(&mut txn)?;
-                    let last = self.append(&mut inner, &ids[at], first, &facts, &mut value)?;
+                    let last = write(&mut inner)?;
                     inner.commit()?;
                     last
                 } else {
-                    self.append(&mut txn, &ids[at], first, &facts, &mut value)?
+                    write(&mut txn)?
                 };
                 next += 1;
             }
@@ -318,14 +388,32 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("lab-bench-lmdb-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let lmdb = Lmdb::create(&dir).unwrap();
-        let written = lmdb.appends(3, 2, 4, false, Bound::new(2, 60)).unwrap();
+        let written = lmdb
+            .appends(3, 2, 4, false, Rows::Journal, Bound::new(2, 60))
+            .unwrap();
         assert_eq!((written.batches, written.facts), (8, 16));
-        let written = lmdb.appends(3, 2, 4, true, Bound::new(2, 60)).unwrap();
+        let written = lmdb
+            .appends(3, 2, 4, true, Rows::Journal, Bound::new(2, 60))
+            .unwrap();
         assert_eq!((written.batches, written.facts), (8, 16));
+        let written = lmdb
+            .appends(3, 1, 3, false, Rows::EntriesAndHead, Bound::new(1, 60))
+            .unwrap();
+        assert_eq!((written.batches, written.facts), (3, 3));
         let txn = lmdb.env.read_txn().unwrap();
         let head = lmdb.db.get(&txn, &head_key(&space_id(0))).unwrap();
-        // Space 0 took appends 0, 3 and 6 of each call, two facts each.
-        assert_eq!(head, Some(&12u64.to_be_bytes()[..]));
+        // Space 0 took appends 0, 3 and 6 of the first two calls, two facts
+        // each, and the first of the last.
+        assert_eq!(head, Some(&13u64.to_be_bytes()[..]));
+        let count = |kind: u8| {
+            let rows = lmdb.db.prefix_iter(&txn, &[kind]).unwrap();
+            rows.count()
+        };
+        // A receipt per append of the journal's rows, none reused across
+        // calls; an entry and an index row per fact, the last call's
+        // entries unindexed.
+        assert_eq!(count(RECEIPT), 16);
+        assert_eq!((count(ENTRY), count(PREDICATE)), (35, 32));
         drop(txn);
         let space = space_id(7);
         let atom = |k: u64| if k.is_multiple_of(10) { "hit" } else { "miss" };
