@@ -15,7 +15,8 @@
 //!    reload keeps it; a restart starts it empty.
 
 use crate::kv::postgres::PgStore;
-use std::collections::{BTreeSet, HashMap};
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -79,6 +80,17 @@ impl Replay {
     }
 }
 
+/// A pair as the table keys it: the first 16 octets of its SHA-256. Two
+/// pairs sharing one (a chance of about 2^-88 among a million pairs, and
+/// 2^64 work to make on purpose) would make the second read as present: a
+/// refusal of a fresh request, never the acceptance of a replayed one.
+type PairKey = [u8; 16];
+
+fn pair_key(pair: &[u8]) -> PairKey {
+    let digest = Sha256::digest(pair);
+    digest[..16].try_into().expect("16 of 32 octets")
+}
+
 /// One service's remembered pairs, at most `bound` of them.
 pub struct ReplayTable {
     bound: usize,
@@ -87,23 +99,39 @@ pub struct ReplayTable {
     full_total: AtomicU64,
 }
 
+/// The key and its expiry in a map, the key again under its expiry.
 #[derive(Default)]
 struct Pairs {
     /// Pair → its expiry.
-    expiry_of: HashMap<Arc<[u8]>, u64>,
-    /// The same pairs in expiry order, so the expired ones are found first.
-    by_expiry: BTreeSet<(u64, Arc<[u8]>)>,
+    expiry_of: HashMap<PairKey, u64>,
+    /// The same pairs under their expiry second, the earliest first: each
+    /// pair of `expiry_of` listed once, under its expiry, and nothing else.
+    by_expiry: BTreeMap<u64, Vec<PairKey>>,
 }
 
 impl Pairs {
     /// Drops the pairs expired at `now`.
     fn drop_expired(&mut self, now: u64) {
-        while let Some(first) = self.by_expiry.first() {
-            if first.0 > now {
+        while let Some(entry) = self.by_expiry.first_entry() {
+            if *entry.key() > now {
                 break;
             }
-            let (_, pair) = self.by_expiry.pop_first().expect("a first pair");
-            self.expiry_of.remove(&pair);
+            for key in entry.remove() {
+                self.expiry_of.remove(&key);
+            }
+        }
+    }
+
+    /// Forgets `key`, kept until `expiry`.
+    fn remove(&mut self, key: &PairKey, expiry: u64) {
+        self.expiry_of.remove(key);
+        if let Some(listed) = self.by_expiry.get_mut(&expiry) {
+            if let Some(at) = listed.iter().position(|k| k == key) {
+                listed.swap_remove(at);
+            }
+            if listed.is_empty() {
+                self.by_expiry.remove(&expiry);
+            }
         }
     }
 }
@@ -119,13 +147,13 @@ impl ReplayTable {
 
     /// Keeps `pair` until `expires_at` unless it is kept, unexpired, at `now`.
     pub fn check_and_insert(&self, pair: &[u8], expires_at: u64, now: u64) -> Insert {
+        let key = pair_key(pair);
         let mut pairs = self.pairs.lock().unwrap();
-        if let Some(expiry) = pairs.expiry_of.get(pair).copied() {
+        if let Some(expiry) = pairs.expiry_of.get(&key).copied() {
             if expiry > now {
                 return Insert::Present;
             }
-            let (key, _) = pairs.expiry_of.remove_entry(pair).expect("a kept pair");
-            pairs.by_expiry.remove(&(expiry, key));
+            pairs.remove(&key, expiry);
         }
         if pairs.expiry_of.len() >= self.bound {
             pairs.drop_expired(now);
@@ -135,9 +163,8 @@ impl ReplayTable {
             self.full_total.fetch_add(1, Ordering::Relaxed);
             return Insert::Full;
         }
-        let key: Arc<[u8]> = Arc::from(pair);
-        pairs.expiry_of.insert(Arc::clone(&key), expires_at);
-        pairs.by_expiry.insert((expires_at, key));
+        pairs.expiry_of.insert(key, expires_at);
+        pairs.by_expiry.entry(expires_at).or_default().push(key);
         Insert::Inserted
     }
 
@@ -146,7 +173,7 @@ impl ReplayTable {
         let pairs = self.pairs.lock().unwrap();
         pairs
             .expiry_of
-            .get(pair)
+            .get(&pair_key(pair))
             .is_some_and(|&expiry| expiry > now)
     }
 
@@ -194,6 +221,31 @@ mod tests {
         assert_eq!(table.check_and_insert(b"a", 130, 110), Insert::Inserted);
         assert!(table.contains(b"a", 129));
         assert_eq!(table.len(), 1);
+    }
+
+    #[test]
+    fn each_kept_pair_is_listed_once_under_its_expiry() {
+        let table = ReplayTable::new(8);
+        for pair in [&b"a"[..], b"b", b"c"] {
+            assert_eq!(table.check_and_insert(pair, 110, 100), Insert::Inserted);
+        }
+        // `a` expires and is kept again: its old listing goes with it.
+        assert_eq!(table.check_and_insert(b"a", 130, 110), Insert::Inserted);
+        let listed = |table: &ReplayTable| {
+            let pairs = table.pairs.lock().unwrap();
+            let listed: Vec<(u64, usize)> = pairs
+                .by_expiry
+                .iter()
+                .map(|(second, keys)| (*second, keys.len()))
+                .collect();
+            (listed, pairs.expiry_of.len())
+        };
+        assert_eq!(listed(&table), (vec![(110, 2), (130, 1)], 3));
+        // Dropping the expired ones leaves `a` alone.
+        table.pairs.lock().unwrap().drop_expired(110);
+        assert_eq!(listed(&table), (vec![(130, 1)], 1));
+        assert!(table.contains(b"a", 129));
+        assert!(!table.contains(b"b", 100));
     }
 
     #[test]

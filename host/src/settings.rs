@@ -322,12 +322,12 @@ pub struct Settings {
     pub max_call_answer_bytes: u64,
 
     /// Signed requests' (principal, nonce) pairs one service keeps in
-    /// memory (about 200 bytes each) until they expire; past it a pair is
+    /// memory (about 70 bytes each) until they expire; past it a pair is
     /// remembered with a write to the service's store instead
     /// (contracts/coordination/AUTH.md, section 4). On a PostgreSQL
     /// `--store` the pairs are kept in the store, which the hosts share,
     /// and this bound does not apply.
-    #[arg(long, env = "LAB_REPLAY_TABLE_PAIRS", default_value_t = 262_144)]
+    #[arg(long, env = "LAB_REPLAY_TABLE_PAIRS", default_value_t = 1 << 20)]
     pub replay_table_pairs: usize,
 
     /// Milliseconds of WebAssembly compute one request may use (waiting on
