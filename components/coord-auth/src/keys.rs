@@ -61,8 +61,21 @@ impl Principal {
 
 impl fmt::Display for Principal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{PRINCIPAL_PREFIX}{}", hex::encode(self.0))
+        write_hex32(f, PRINCIPAL_PREFIX, &self.0)
     }
+}
+
+/// `prefix`, then `octets` in lowercase hex, written without a string
+/// of their own.
+pub(crate) fn write_hex32(
+    f: &mut fmt::Formatter<'_>,
+    prefix: &str,
+    octets: &[u8; 32],
+) -> fmt::Result {
+    let mut digits = [0u8; 64];
+    hex::encode_to_slice(octets, &mut digits).expect("64 digits hold 32 octets");
+    f.write_str(prefix)?;
+    f.write_str(std::str::from_utf8(&digits).expect("hex digits are ASCII"))
 }
 
 /// Signs `message` with `key`: the 64 signature bytes.

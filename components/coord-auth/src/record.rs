@@ -31,7 +31,7 @@ pub fn canonical_json(value: &Value) -> Vec<u8> {
 
 /// `sha256:` + 64 lowercase hex digits.
 pub fn sha256_text(bytes: &[u8]) -> String {
-    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
+    BodyDigest::of(bytes).to_string()
 }
 
 /// One table parameter as a socket envelope carries it.
@@ -161,7 +161,7 @@ impl BodyDigest {
 
 impl fmt::Display for BodyDigest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "sha256:{}", hex::encode(self.0))
+        crate::keys::write_hex32(f, "sha256:", &self.0)
     }
 }
 

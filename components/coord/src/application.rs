@@ -183,7 +183,7 @@ pub struct Attested<'a> {
 /// ApplicationRequest instead (`request`), since a statement has at least
 /// one subject.
 pub fn statement(a: &Attested<'_>) -> Value {
-    let sha256 = |hash: &crate::facts::Hash| hex::encode(hash.0);
+    let sha256 = |hash: &crate::facts::Hash| lab_kit::hex::encode_lower(&hash.0);
     let mut subjects: Vec<Value> = a
         .outputs
         .iter()

@@ -46,7 +46,7 @@ fn key(space: &Space, kind: &str, rest: &str) -> Vec<u8> {
 }
 
 fn subject_key(space: &Space, subject: &str, position: Option<u64>) -> Vec<u8> {
-    let digest = hex::encode(Sha256::digest(subject.as_bytes()));
+    let digest = lab_kit::hex::encode_lower(&Sha256::digest(subject.as_bytes()));
     let mut key = key(space, "subject", &digest);
     key.push(b'/');
     if let Some(position) = position {

@@ -188,7 +188,7 @@ fn resolved_key(root_id: &str, path: &[String]) -> Vec<u8> {
 /// under a parent: the same on every attempt, so a retry replays.
 pub fn setup_operation_id(key: &str) -> String {
     let digest = Sha256::digest(key.as_bytes());
-    format!("coord.setup.{}", hex::encode(&digest[..16]))
+    format!("coord.setup.{}", lab_kit::hex::encode_lower(&digest[..16]))
 }
 
 /// The child `key` of `parent`, created with `operation_id` when absent.
@@ -229,7 +229,7 @@ pub fn create_child(
 /// `tools` setting changes).
 pub fn world(settings: &Settings) -> Result<World, Refusal> {
     let tools = config::get("tools").unwrap_or_else(|| "[]".into());
-    let tools_digest = hex::encode(Sha256::digest(tools.as_bytes()));
+    let tools_digest = lab_kit::hex::encode_lower(&Sha256::digest(tools.as_bytes()));
     let stored = kv::begin_read().and_then(|txn| txn.get(TABLE, LAYOUT_KEY))?;
     let stored = match stored {
         None => None,

@@ -41,7 +41,7 @@ pub fn assertion_id(publisher: &Principal, operation_id: &str, artifact: &Space)
     });
     format!(
         "asr_{}",
-        hex::encode(Sha256::digest(canonical_json(&scope)))
+        lab_kit::hex::encode_lower(&Sha256::digest(canonical_json(&scope)))
     )
 }
 

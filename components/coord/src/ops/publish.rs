@@ -58,7 +58,10 @@ pub fn request_id(publisher: &Principal, operation_id: &str, leaf: &Space) -> St
         "operation_id": operation_id,
         "destination": { "root_id": leaf.root_id, "space_id": leaf.space_id },
     });
-    format!("req_{}", hex::encode(sha256(&canonical_json(&scope))))
+    format!(
+        "req_{}",
+        lab_kit::hex::encode_lower(&sha256(&canonical_json(&scope)))
+    )
 }
 
 /// The digest of the operation name, the destination and the normalized
@@ -310,7 +313,7 @@ pub fn scoped_operation_id(
         json!({ "publisher": publisher.to_string(), "operation_id": operation_id, "path": path });
     format!(
         "coord.{kind}.{}",
-        hex::encode(&sha256(&canonical_json(&scope))[..20])
+        lab_kit::hex::encode_lower(&sha256(&canonical_json(&scope))[..20])
     )
 }
 

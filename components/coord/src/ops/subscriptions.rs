@@ -21,7 +21,7 @@ use serde_json::json;
 
 /// `sub_` and 32 lowercase hex digits drawn at random (WS.md decision 2).
 fn fresh_id() -> String {
-    format!("sub_{}", hex::encode(ids::random_bytes(16)))
+    format!("sub_{}", lab_kit::hex::encode_lower(&ids::random_bytes(16)))
 }
 
 /// The socket connection of a call; none over HTTP, which has no route
