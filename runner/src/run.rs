@@ -220,10 +220,20 @@ impl random::Host for RunState {
     }
 }
 
-/// Fills `buf` from the kernel's random source.
+/// Fills `buf` from the kernel's random source, opened once per process.
 pub fn getrandom(buf: &mut [u8]) {
     use std::io::Read;
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(buf))
+    static SOURCE: std::sync::OnceLock<std::fs::File> = std::sync::OnceLock::new();
+    let source = match SOURCE.get() {
+        Some(source) => source,
+        None => {
+            let opened = std::fs::File::open("/dev/urandom")
+                .expect("the kernel's random source is readable");
+            SOURCE.get_or_init(|| opened)
+        }
+    };
+    // Reads of one open device are independent: no lock is needed.
+    (&*source)
+        .read_exact(buf)
         .expect("the kernel's random source is readable");
 }

@@ -10,7 +10,9 @@
 //!    the rename that published it, and the directory entry after.
 //! 2. A committed file is never modified: a commit renames its staging file
 //!    to the blob's name only where no file is, and a repeated commit of
-//!    equal bytes removes its staging file and leaves the one there.
+//!    equal bytes removes its staging file, unsynced, and leaves the one
+//!    there; it answers once that name is durable (it syncs the directory
+//!    itself while the commit that renamed it has not).
 //! 3. A staging file never becomes visible under a blob name unless its writer
 //!    reached a clean end; an abandoned writer removes it, and a start removes
 //!    whatever a crash left behind.
@@ -25,7 +27,7 @@
 use super::{random_16, Digest32, Totals, WriteError};
 use crate::durable::{self, sync_dir};
 use sha2::{Digest, Sha256};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
@@ -44,8 +46,9 @@ pub struct LocalStore {
     staging: PathBuf,
     open: Mutex<HashMap<Digest32, LocalReader>>,
     /// Held from a commit's look at its name to its rename, so that of two
-    /// commits of equal bytes one names the blob (invariants 2 and 5).
-    naming: Mutex<()>,
+    /// commits of equal bytes one names the blob (invariants 2 and 5); it
+    /// holds the names renamed and not yet synced into their directory.
+    naming: Mutex<HashSet<Digest32>>,
     /// Committed blobs (invariant 5).
     count: AtomicU64,
     /// Their bytes together.
@@ -197,18 +200,27 @@ impl LocalWriter {
 
     /// Makes the blob durable under its name; returns its digest and size.
     pub fn commit(mut self) -> Result<(Digest32, u64), WriteError> {
-        self.file.sync_all()?;
         let digest: Digest32 = self.hasher.clone().finalize().into();
         let target = self.store.path_of(&digest);
         let fan_out = target.parent().expect("blob paths have a parent");
-        durable::create_dir_all(fan_out)?;
         let staging = self.staging.take().expect("a writer commits once");
+        if fs::symlink_metadata(&target).is_ok() {
+            // Equal bytes are named already: this copy goes unsynced.
+            let _ = fs::remove_file(&staging);
+            self.store.await_named(&digest, fan_out)?;
+            return Ok((digest, self.size));
+        }
+        self.file.sync_all()?;
+        durable::create_dir_all(fan_out)?;
         let named = {
-            let _naming = self.store.naming.lock().unwrap();
+            let mut unsynced = self.store.naming.lock().unwrap();
             match fs::symlink_metadata(&target) {
                 Ok(_) => Ok(false),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                    fs::rename(&staging, &target).map(|()| true)
+                    fs::rename(&staging, &target).map(|()| {
+                        unsynced.insert(digest);
+                        true
+                    })
                 }
                 Err(e) => Err(e),
             }
@@ -216,10 +228,14 @@ impl LocalWriter {
         match named {
             Ok(true) => {
                 sync_dir(fan_out)?;
+                // Left listed when the sync fails: equal commits after it
+                // sync the directory themselves.
+                self.store.naming.lock().unwrap().remove(&digest);
                 self.store.add(self.size);
             }
             Ok(false) => {
                 let _ = fs::remove_file(&staging);
+                self.store.await_named(&digest, fan_out)?;
             }
             Err(e) => {
                 let _ = fs::remove_file(&staging);
@@ -227,6 +243,17 @@ impl LocalWriter {
             }
         }
         Ok((digest, self.size))
+    }
+}
+
+impl LocalStore {
+    /// Returns once the name of `digest`, found in `fan_out`, is durable:
+    /// at once unless a commit renamed it and has not synced it yet.
+    fn await_named(&self, digest: &Digest32, fan_out: &Path) -> io::Result<()> {
+        if self.naming.lock().unwrap().contains(digest) {
+            sync_dir(fan_out)?;
+        }
+        Ok(())
     }
 }
 
@@ -434,6 +461,27 @@ mod tests {
                 bytes: 14
             }
         );
+        assert_eq!(fs::read_dir(dir.join("staging")).unwrap().count(), 0);
+        // Every name is synced once its commit answered: none stays listed
+        // for the equal commits after it to sync again.
+        assert!(store.naming.lock().unwrap().is_empty());
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn an_equal_commit_answers_while_the_name_waits_for_its_sync() {
+        let dir = temp_dir("unsynced");
+        let store = Arc::new(LocalStore::open(&dir).unwrap());
+        let mut first = store.writer(16).unwrap();
+        first.write(b"named").unwrap();
+        let (digest, _) = first.commit().unwrap();
+        // As if a commit had renamed it and not synced its directory yet.
+        store.naming.lock().unwrap().insert(digest);
+        let mut equal = store.writer(16).unwrap();
+        equal.write(b"named").unwrap();
+        assert_eq!(equal.commit().unwrap(), (digest, 5));
+        // The listing is the renaming commit's to remove.
+        assert!(store.naming.lock().unwrap().contains(&digest));
         assert_eq!(fs::read_dir(dir.join("staging")).unwrap().count(), 0);
         fs::remove_dir_all(dir).unwrap();
     }
