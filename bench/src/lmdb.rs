@@ -13,10 +13,10 @@
 //!   positions (1 + 8 + 8), one per append.
 //!
 //! An append writes all four, as the journal's does ([`Rows::Journal`]);
-//! the two-row loop before them ([`Rows::EntriesAndHead`]) is kept as a
-//! reference.
+//! the entries and the head alone ([`Rows::EntriesAndHead`]), what this
+//! baseline wrote before, are kept as a reference.
 //!
-//! The three row kinds share one database behind a one-byte kind prefix,
+//! The row kinds share one database behind a one-byte kind prefix,
 //! as labd's tables share one behind their names.
 
 use crate::journal::fact;
