@@ -167,28 +167,27 @@ impl Api {
     /// `POST /v1/<op>` with a JSON body; the answer, whose status must be
     /// `want`.
     async fn post(&mut self, op: &str, body: &[u8], want: u16) -> Result<Value> {
+        self.post_raw(op, body, want).await?;
+        self.parsed(op)
+    }
+
+    /// `POST /v1/<op>` with a JSON body; its answer, whose status must be
+    /// `want`, left in `reply`.
+    async fn post_raw(&mut self, op: &str, body: &[u8], want: u16) -> Result<()> {
         let head = client::post_head(
             self.addr,
             &format!("/v1/{op}"),
             "application/json",
             body.len(),
         );
-        self.exchange(op, &head, body, want).await
+        self.receive(op, &head, body, want).await
     }
 
     /// `GET /<op>`; the answer, whose status must be `want`.
     async fn get(&mut self, op: &str, want: u16) -> Result<Value> {
         let head = client::get_head(self.addr, &format!("/{op}"));
-        self.exchange(op, &head, &[], want).await
-    }
-
-    async fn exchange(&mut self, op: &str, head: &[u8], body: &[u8], want: u16) -> Result<Value> {
-        self.receive(op, head, body, want).await?;
-        let parsing = Instant::now();
-        let answer =
-            serde_json::from_slice(&self.reply).with_context(|| format!("the answer to {op}"));
-        self.json_time += parsing.elapsed();
-        answer
+        self.receive(op, &head, &[], want).await?;
+        self.parsed(op)
     }
 
     /// Sends one request and leaves its answer, whose status must be
@@ -208,25 +207,26 @@ impl Api {
         Ok(())
     }
 
+    /// `reply` as a JSON tree, the answer to `op`.
+    fn parsed(&mut self, op: &str) -> Result<Value> {
+        let parsing = Instant::now();
+        let answer =
+            serde_json::from_slice(&self.reply).with_context(|| format!("the answer to {op}"));
+        self.json_time += parsing.elapsed();
+        answer
+    }
+
     /// `POST /v1/<op>` with `body` as JSON; its answer left in `reply`.
     async fn call_raw(&mut self, op: &str, body: &Value, want: u16) -> Result<()> {
         let writing = Instant::now();
         let body = serde_json::to_vec(body)?;
         self.json_time += writing.elapsed();
-        let head = client::post_head(
-            self.addr,
-            &format!("/v1/{op}"),
-            "application/json",
-            body.len(),
-        );
-        self.receive(op, &head, &body, want).await
+        self.post_raw(op, &body, want).await
     }
 
     pub(crate) async fn call(&mut self, op: &str, body: &Value, want: u16) -> Result<Value> {
-        let writing = Instant::now();
-        let body = serde_json::to_vec(body)?;
-        self.json_time += writing.elapsed();
-        self.post(op, &body, want).await
+        self.call_raw(op, body, want).await?;
+        self.parsed(op)
     }
 }
 

@@ -116,6 +116,16 @@ fn head_key(space: &[u8; 16]) -> [u8; 17] {
     key
 }
 
+/// An append receipt's key: kind ‖ space ‖ `a` ‖ operation id.
+fn receipt_key(space: &[u8; 16], operation: &[u8]) -> Vec<u8> {
+    let mut key = Vec::with_capacity(18 + operation.len());
+    key.push(RECEIPT);
+    key.extend_from_slice(space);
+    key.push(b'a');
+    key.extend_from_slice(operation);
+    key
+}
+
 fn predicate_row(space: &[u8; 16], predicate: &[u8; 16], position: u64) -> [u8; 41] {
     let mut key = [0u8; 41];
     key[0] = PREDICATE;
@@ -183,17 +193,12 @@ impl Lmdb {
             self.db
                 .put(txn, &predicate_row(space, predicate, position), &[])?;
         }
-        let mut key = Vec::with_capacity(18 + operation.len());
-        key.push(RECEIPT);
-        key.extend_from_slice(space);
-        key.push(b'a');
-        key.extend_from_slice(operation);
         value.clear();
         value.extend_from_slice(&Sha256::digest(operation));
         value.push(1);
         value.extend_from_slice(&first.to_be_bytes());
         value.extend_from_slice(&last.to_be_bytes());
-        self.db.put(txn, &key, value)?;
+        self.db.put(txn, &receipt_key(space, operation), value)?;
         Ok(())
     }
 
