@@ -224,14 +224,9 @@ impl random::Host for RunState {
 pub fn getrandom(buf: &mut [u8]) {
     use std::io::Read;
     static SOURCE: std::sync::OnceLock<std::fs::File> = std::sync::OnceLock::new();
-    let source = match SOURCE.get() {
-        Some(source) => source,
-        None => {
-            let opened = std::fs::File::open("/dev/urandom")
-                .expect("the kernel's random source is readable");
-            SOURCE.get_or_init(|| opened)
-        }
-    };
+    let source = SOURCE.get_or_init(|| {
+        std::fs::File::open("/dev/urandom").expect("the kernel's random source is readable")
+    });
     // Reads of one open device are independent: no lock is needed.
     (&*source)
         .read_exact(buf)
