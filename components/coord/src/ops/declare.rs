@@ -237,7 +237,14 @@ pub fn declare(call: &mut Call<'_>, request: DeclareRequest) -> Result<Reply, Re
     let facts = batch(&id, &envelope_hash, &content, statement, &publisher);
     let operation_id = format!("coord.declaration.{}", &id[4..]);
     match journal::append(&space, &facts, &operation_id, None) {
-        Ok(appended) => Ok(result(&space, appended.first, &id, &envelope_hash, false)),
+        // A replay: a concurrent identical declare built the same batch.
+        Ok(appended) => Ok(result(
+            &space,
+            appended.first,
+            &id,
+            &envelope_hash,
+            appended.replayed,
+        )),
         // A concurrent identical declare won: its occurrence is indexed.
         Err(CallError::Refused(r)) if r.code == "idempotency_mismatch" => {
             match declarations::find(&space, &id)? {

@@ -215,15 +215,7 @@ pub fn admit(admission: Admission<'_>) -> Result<Admitted, Refusal> {
     }
     let operation_id = format!("coord.record.{}", &request_id[4..]);
     match journal::append(leaf, &[bytes], &operation_id, admission.expected_cutoff) {
-        Ok(appended) => {
-            let entry = json!({
-                "root_id": leaf.root_id, "space_id": leaf.space_id, "position": appended.first,
-            });
-            Ok(Admitted {
-                record: record_json(&fact, &entry),
-                replayed: false,
-            })
-        }
+        Ok(appended) => Ok(admitted(&fact, leaf, appended)),
         // Step 4: a concurrent winner (same journal operation ID with other
         // bytes), or a precondition that no longer holds: recover first.
         Err(CallError::Refused(r)) if r.code == "idempotency_mismatch" || r.code == "conflict" => {
@@ -241,6 +233,19 @@ pub fn admit(admission: Admission<'_>) -> Result<Admitted, Refusal> {
             ))
         }
         Err(e) => Err(e.into_refusal("journal")),
+    }
+}
+
+/// The record an append admitted. A concurrent identical request can build
+/// the same fact to its clock's microsecond; the journal then replays the
+/// first of the two, and so is this answer a replay.
+fn admitted(fact: &RecordFact, leaf: &Space, appended: journal::Appended) -> Admitted {
+    let entry = json!({
+        "root_id": leaf.root_id, "space_id": leaf.space_id, "position": appended.first,
+    });
+    Admitted {
+        record: record_json(fact, &entry),
+        replayed: appended.replayed,
     }
 }
 
@@ -486,6 +491,32 @@ mod tests {
         let documented = "sha256:f6112f60aca832892aa4bb2fd18b2205cdd70670a2d7216572d42f3c295e61ea";
         assert_eq!(spliced.to_string(), documented);
         assert_eq!(tree.to_string(), documented);
+    }
+
+    /// An append the journal replayed (a concurrent request built the same
+    /// fact) is a replay; one it applied is an admission.
+    #[test]
+    fn a_replayed_append_is_a_replayed_admission() {
+        let fact = RecordFact {
+            profile: "lab/finding/1".into(),
+            hash: Hash([7; 32]),
+            metadata: BTreeMap::new(),
+            publisher: format!("ed25519:{}", "ab".repeat(32)),
+            request_id: format!("req_{}", "cd".repeat(32)),
+            request_digest: Hash([9; 32]),
+            accepted_at: "2026-12-04T04:00:00.000001Z".into(),
+        };
+        for replayed in [false, true] {
+            let appended = journal::Appended {
+                first: 3,
+                last: 3,
+                replayed,
+            };
+            let admitted = admitted(&fact, &leaf(), appended);
+            assert_eq!(admitted.replayed, replayed);
+            assert_eq!(admitted.record["entry"]["position"], 3);
+            assert_eq!(admitted.record["accepted_at"], fact.accepted_at);
+        }
     }
 
     /// Splicing agrees with the tree for records of every shape, metadata
