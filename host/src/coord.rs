@@ -304,7 +304,7 @@ fn store_component(
         WriteError::TooLarge => too_large(path, cap),
         e => format!("component {}: {e}", path.display()),
     };
-    let mut writer = blobs.writer(cap).map_err(|e| stored(WriteError::Io(e)))?;
+    let mut writer = blobs.writer(cap);
     let mut chunk = vec![0u8; COMPONENT_CHUNK];
     loop {
         let n = match file.read(&mut chunk) {

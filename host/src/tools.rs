@@ -49,7 +49,7 @@ struct BlobOutputs(Arc<BlobStore>);
 
 impl OutputSink for BlobOutputs {
     fn writer(&self, cap: u64) -> io::Result<Box<dyn OutputWriter>> {
-        Ok(Box::new(BlobOutput(self.0.writer(cap)?)))
+        Ok(Box::new(BlobOutput(self.0.writer(cap))))
     }
 }
 

@@ -16,15 +16,21 @@
 //! 3. A staging file never becomes visible under a blob name unless its writer
 //!    reached a clean end; an abandoned writer removes it, and a start removes
 //!    whatever a crash left behind.
-//! 4. A staged blob ([`LocalWriter::stage`]) is never named: its file is
+//! 4. A staged blob ([`LocalWriter::stage`]) is never named: its bytes are
 //!    only read back (to be handed on, for example to the bytes service,
-//!    which names what it writes itself) and removed when it drops.
+//!    which names what it writes itself), and its file, if it has one, is
+//!    removed when it drops.
 //! 5. [`LocalStore::totals`] counts the committed blobs and their bytes: a
 //!    start counts the files, and each commit that names a new blob adds it
 //!    (the naming lock makes "new" exact under concurrent commits of equal
 //!    bytes).
+//! 6. A writer holds its first [`HELD_IN_MEMORY`] bytes in memory and
+//!    creates its staging file only once they outgrow that, or once its
+//!    commit finds the name new: equal bytes that fit, committed or staged,
+//!    never create a file.
 
 use super::{random_16, Digest32, Totals, WriteError};
+use crate::body::IncomingBody;
 use crate::durable::{self, sync_dir};
 use sha2::{Digest, Sha256};
 use std::collections::{HashMap, HashSet};
@@ -138,7 +144,19 @@ impl LocalStore {
     }
 
     /// A new writer whose blob may hold at most `cap` bytes.
-    pub fn writer(self: &Arc<Self>, cap: u64) -> io::Result<LocalWriter> {
+    pub fn writer(self: &Arc<Self>, cap: u64) -> LocalWriter {
+        LocalWriter {
+            store: Arc::clone(self),
+            held: Vec::new(),
+            staged: None,
+            hasher: Sha256::new(),
+            size: 0,
+            cap,
+        }
+    }
+
+    /// A new staging file, empty.
+    fn staging_file(&self) -> io::Result<(File, PathBuf)> {
         let path = self
             .staging
             .join(format!("{}.part", hex::encode(random_16())));
@@ -146,36 +164,34 @@ impl LocalStore {
             .write(true)
             .create_new(true)
             .open(&path)?;
-        Ok(LocalWriter {
-            store: Arc::clone(self),
-            staging: Some(path),
-            file,
-            hasher: Sha256::new(),
-            size: 0,
-            cap,
-        })
+        Ok((file, path))
     }
 
     /// Whether a commit could be staged now: the directory exists and a
     /// staging file can be created, written, synced and removed.
     pub fn check_writable(self: &Arc<Self>) -> io::Result<()> {
-        let mut writer = self.writer(1)?;
+        let mut writer = self.writer(1);
         writer.write(b"x").map_err(|e| match e {
             WriteError::Io(e) => e,
             WriteError::TooLarge => io::Error::other("cap"),
             WriteError::Unavailable(e) => io::Error::other(e),
         })?;
-        writer.file.sync_data()?;
-        Ok(())
+        writer.spill()?.sync_data()
     }
 }
+
+/// Bytes a writer holds in memory before it opens a staging file: a blob
+/// no larger touches the disk only when its name is new (invariant 6).
+const HELD_IN_MEMORY: usize = 64 << 10;
 
 /// A blob being written: hashes while it writes; `commit` publishes it.
 /// Dropped uncommitted, it removes its staging file.
 pub struct LocalWriter {
     store: Arc<LocalStore>,
-    staging: Option<PathBuf>,
-    file: File,
+    /// The bytes while they fit in [`HELD_IN_MEMORY`]; empty once staged.
+    held: Vec<u8>,
+    /// The staging file and its path, once the bytes outgrew memory.
+    staged: Option<(File, PathBuf)>,
     hasher: Sha256,
     size: u64,
     cap: u64,
@@ -187,10 +203,29 @@ impl LocalWriter {
         if self.size + bytes.len() as u64 > self.cap {
             return Err(WriteError::TooLarge);
         }
-        self.file.write_all(bytes)?;
+        if self.staged.is_none() && self.held.len() + bytes.len() <= HELD_IN_MEMORY {
+            self.held.extend_from_slice(bytes);
+        } else {
+            self.spill()?.write_all(bytes)?;
+        }
         self.hasher.update(bytes);
         self.size += bytes.len() as u64;
         Ok(())
+    }
+
+    /// The staging file, created with the bytes held so far when there is
+    /// none yet.
+    fn spill(&mut self) -> io::Result<&mut File> {
+        if self.staged.is_none() {
+            let (mut file, path) = self.store.staging_file()?;
+            if let Err(e) = file.write_all(&self.held) {
+                let _ = fs::remove_file(&path);
+                return Err(e);
+            }
+            self.held = Vec::new();
+            self.staged = Some((file, path));
+        }
+        Ok(&mut self.staged.as_mut().expect("staged just now").0)
     }
 
     /// Bytes written so far.
@@ -203,14 +238,17 @@ impl LocalWriter {
         let digest: Digest32 = self.hasher.clone().finalize().into();
         let target = self.store.path_of(&digest);
         let fan_out = target.parent().expect("blob paths have a parent");
-        let staging = self.staging.take().expect("a writer commits once");
         if fs::symlink_metadata(&target).is_ok() {
-            // Equal bytes are named already: this copy goes unsynced.
-            let _ = fs::remove_file(&staging);
+            // Equal bytes are named already: this copy goes unsynced, and
+            // when it was held in memory it never reached the disk.
+            if let Some((_, staging)) = self.staged.take() {
+                let _ = fs::remove_file(&staging);
+            }
             self.store.await_named(&digest, fan_out)?;
             return Ok((digest, self.size));
         }
-        self.file.sync_all()?;
+        self.spill()?.sync_all()?;
+        let (_, staging) = self.staged.take().expect("spilled just now");
         durable::create_dir_all(fan_out)?;
         let named = {
             let mut unsynced = self.store.naming.lock().unwrap();
@@ -263,11 +301,16 @@ impl LocalWriter {
     /// Nothing is synced: a staged blob is never named, so a crash loses
     /// nothing anyone was told of (and a start removes its file).
     pub fn stage(mut self) -> Result<StagedBlob, WriteError> {
-        self.file.flush()?;
         let digest: Digest32 = self.hasher.clone().finalize().into();
-        let path = self.staging.take().expect("a writer ends once");
+        let bytes = match self.staged.take() {
+            Some((mut file, path)) => {
+                file.flush()?;
+                Staged::File(path)
+            }
+            None => Staged::Memory(std::mem::take(&mut self.held)),
+        };
         Ok(StagedBlob {
-            path,
+            bytes,
             digest,
             size: self.size,
         })
@@ -277,27 +320,39 @@ impl LocalWriter {
 /// Bytes staged and hashed, named by nothing. Dropped, it removes its file;
 /// a body opened from it keeps reading (the open descriptor holds them).
 pub struct StagedBlob {
-    path: PathBuf,
+    bytes: Staged,
     pub digest: Digest32,
     pub size: u64,
 }
 
+/// Where a staged blob's bytes are: held in memory when they fit in
+/// [`HELD_IN_MEMORY`], else in their staging file.
+enum Staged {
+    Memory(Vec<u8>),
+    File(PathBuf),
+}
+
 impl StagedBlob {
-    /// The staged bytes from their start.
-    pub fn open(&self) -> io::Result<File> {
-        File::open(&self.path)
+    /// The staged bytes from their start, as a body.
+    pub fn body(&self) -> io::Result<IncomingBody> {
+        match &self.bytes {
+            Staged::Memory(bytes) => Ok(IncomingBody::from_bytes(bytes.clone())),
+            Staged::File(path) => Ok(IncomingBody::from_file(File::open(path)?, self.size)),
+        }
     }
 }
 
 impl Drop for StagedBlob {
     fn drop(&mut self) {
-        let _ = fs::remove_file(&self.path);
+        if let Staged::File(path) = &self.bytes {
+            let _ = fs::remove_file(path);
+        }
     }
 }
 
 impl Drop for LocalWriter {
     fn drop(&mut self) {
-        if let Some(path) = self.staging.take() {
+        if let Some((_, path)) = self.staged.take() {
             let _ = fs::remove_file(path);
         }
     }
@@ -416,7 +471,7 @@ mod tests {
     fn commit_names_by_content_and_reads_back() {
         let dir = temp_dir("commit");
         let store = Arc::new(LocalStore::open(&dir).unwrap());
-        let mut writer = store.writer(10).unwrap();
+        let mut writer = store.writer(10);
         writer.write(b"hello").unwrap();
         let (digest, size) = writer.commit().unwrap();
         assert_eq!(size, 5);
@@ -428,10 +483,10 @@ mod tests {
         assert_eq!(store.size(&digest).unwrap(), Some(5));
         assert_eq!(fs::read_dir(dir.join("staging")).unwrap().count(), 0);
         // Equal bytes again: the same blob, counted once, here and at a start.
-        let mut again = store.writer(10).unwrap();
+        let mut again = store.writer(10);
         again.write(b"hello").unwrap();
         assert_eq!(again.commit().unwrap(), (digest, 5));
-        let mut other = store.writer(10).unwrap();
+        let mut other = store.writer(10);
         other.write(b"bye").unwrap();
         other.commit().unwrap();
         let totals = Totals { count: 2, bytes: 8 };
@@ -448,7 +503,7 @@ mod tests {
         std::thread::scope(|scope| {
             for _ in 0..8 {
                 scope.spawn(|| {
-                    let mut writer = store.writer(64).unwrap();
+                    let mut writer = store.writer(64);
                     writer.write(b"the same bytes").unwrap();
                     writer.commit().unwrap()
                 });
@@ -472,12 +527,12 @@ mod tests {
     fn an_equal_commit_answers_while_the_name_waits_for_its_sync() {
         let dir = temp_dir("unsynced");
         let store = Arc::new(LocalStore::open(&dir).unwrap());
-        let mut first = store.writer(16).unwrap();
+        let mut first = store.writer(16);
         first.write(b"named").unwrap();
         let (digest, _) = first.commit().unwrap();
         // As if a commit had renamed it and not synced its directory yet.
         store.naming.lock().unwrap().insert(digest);
-        let mut equal = store.writer(16).unwrap();
+        let mut equal = store.writer(16);
         equal.write(b"named").unwrap();
         assert_eq!(equal.commit().unwrap(), (digest, 5));
         // The listing is the renaming commit's to remove.
@@ -490,12 +545,101 @@ mod tests {
     fn over_cap_and_abandoned_writers_leave_nothing() {
         let dir = temp_dir("cap");
         let store = Arc::new(LocalStore::open(&dir).unwrap());
-        let mut writer = store.writer(3).unwrap();
+        let mut writer = store.writer(3);
         writer.write(b"abc").unwrap();
         assert!(matches!(writer.write(b"d"), Err(WriteError::TooLarge)));
         drop(writer);
         assert_eq!(fs::read_dir(dir.join("staging")).unwrap().count(), 0);
         assert_eq!(store.size(&Sha256::digest(b"abc").into()).unwrap(), None);
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    fn staging_count(dir: &Path) -> usize {
+        fs::read_dir(dir.join("staging")).unwrap().count()
+    }
+
+    /// Invariant 6: bytes that fit in memory reach a staging file only to
+    /// be named; larger ones are staged as they come, and every path
+    /// leaves the staging directory empty.
+    #[test]
+    fn small_blobs_touch_the_disk_only_when_new() {
+        let dir = temp_dir("held");
+        let store = Arc::new(LocalStore::open(&dir).unwrap());
+        let small = vec![7u8; HELD_IN_MEMORY];
+        let mut writer = store.writer(1 << 20);
+        writer.write(&small).unwrap();
+        assert_eq!(staging_count(&dir), 0);
+        let (digest, _) = writer.commit().unwrap();
+        assert_eq!(
+            fs::read(committed_path(&dir.join("sha256"), &digest)).unwrap(),
+            small
+        );
+        let mut equal = store.writer(1 << 20);
+        equal.write(&small[..10]).unwrap();
+        equal.write(&small[10..]).unwrap();
+        assert_eq!(equal.commit().unwrap().0, digest);
+
+        let large = vec![8u8; HELD_IN_MEMORY + 1];
+        let mut writer = store.writer(1 << 20);
+        writer.write(&large[..HELD_IN_MEMORY]).unwrap();
+        assert_eq!(staging_count(&dir), 0);
+        writer.write(&large[HELD_IN_MEMORY..]).unwrap();
+        assert_eq!(staging_count(&dir), 1, "outgrown: staged");
+        let (digest, size) = writer.commit().unwrap();
+        assert_eq!(size, large.len() as u64);
+        assert_eq!(
+            fs::read(committed_path(&dir.join("sha256"), &digest)).unwrap(),
+            large
+        );
+        let mut equal = store.writer(1 << 20);
+        equal.write(&large).unwrap();
+        assert_eq!(staging_count(&dir), 1);
+        assert_eq!(equal.commit().unwrap().0, digest);
+        assert_eq!(staging_count(&dir), 0);
+        assert_eq!(store.totals().count, 2);
+
+        let mut abandoned = store.writer(1 << 20);
+        abandoned.write(&large).unwrap();
+        drop(abandoned);
+        assert_eq!(staging_count(&dir), 0);
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A staged blob reads back whole from memory or from its file, and
+    /// its file goes when it drops.
+    #[test]
+    fn staged_blobs_read_back_from_memory_or_their_file() {
+        let dir = temp_dir("staged");
+        let store = Arc::new(LocalStore::open(&dir).unwrap());
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        for (bytes, files) in [(vec![1u8; 100], 0), (vec![2u8; HELD_IN_MEMORY * 2 + 3], 1)] {
+            let mut writer = store.writer(1 << 20);
+            for chunk in bytes.chunks(1000) {
+                writer.write(chunk).unwrap();
+            }
+            let staged = writer.stage().unwrap();
+            assert_eq!(staging_count(&dir), files);
+            assert_eq!(staged.digest.to_vec(), Sha256::digest(&bytes).to_vec());
+            assert_eq!(staged.size, bytes.len() as u64);
+            let mut body = staged.body().unwrap();
+            drop(staged);
+            assert_eq!(staging_count(&dir), 0);
+            // An opened body keeps reading after the drop.
+            let read = rt.block_on(async {
+                let mut read = Vec::new();
+                loop {
+                    let chunk = body.read(1 << 20).await.unwrap();
+                    if chunk.is_empty() {
+                        break read;
+                    }
+                    read.extend_from_slice(&chunk);
+                }
+            });
+            assert_eq!(read, bytes);
+        }
+        assert_eq!(store.totals().count, 0);
         fs::remove_dir_all(dir).unwrap();
     }
 
@@ -505,7 +649,7 @@ mod tests {
         let store = Arc::new(LocalStore::open(&dir).unwrap());
         let mut digests = Vec::new();
         for bytes in [&b"one"[..], b"two", b"three"] {
-            let mut writer = store.writer(10).unwrap();
+            let mut writer = store.writer(10);
             writer.write(bytes).unwrap();
             digests.push(writer.commit().unwrap().0);
         }

@@ -190,16 +190,16 @@ impl BlobStore {
     }
 
     /// A new writer whose blob may hold at most `cap` bytes.
-    pub fn writer(&self, cap: u64) -> io::Result<BlobWriter> {
+    pub fn writer(&self, cap: u64) -> BlobWriter {
         match self {
-            BlobStore::Local(store) => Ok(BlobWriter::Local(store.writer(cap)?)),
-            BlobStore::S3 { bucket, .. } => Ok(BlobWriter::S3(S3Writer::new(bucket, cap))),
+            BlobStore::Local(store) => BlobWriter::Local(store.writer(cap)),
+            BlobStore::S3 { bucket, .. } => BlobWriter::S3(S3Writer::new(bucket, cap)),
         }
     }
 
     /// A new writer for bytes that will be staged, never named
     /// ([`local::LocalWriter::stage`]): on every backend a local file.
-    pub fn stager(&self, cap: u64) -> io::Result<LocalWriter> {
+    pub fn stager(&self, cap: u64) -> LocalWriter {
         match self {
             BlobStore::Local(store) | BlobStore::S3 { staging: store, .. } => store.writer(cap),
         }

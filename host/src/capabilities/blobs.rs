@@ -13,7 +13,7 @@ use wasmtime::Result;
 /// Request-body bytes moved per step of a streaming put.
 const PUT_CHUNK: usize = 1 << 20;
 
-/// A component-written blob until `finish` commits it.
+/// A component-written blob until `finish` commits it (`None` after).
 pub struct PendingBlob(Option<BlobWriter>);
 
 fn put_error(e: WriteError) -> blobs::PutError {
@@ -137,11 +137,7 @@ impl blobs::Host for RequestState {
         if let Err(e) = check_announced(body, length, cap) {
             return Ok(Err(e));
         }
-        let writer = match store.writer(cap) {
-            Ok(writer) => writer,
-            Err(e) => return Ok(Err(put_error(e.into()))),
-        };
-        Ok(match write_body(writer, body, length).await {
+        Ok(match write_body(store.writer(cap), body, length).await {
             Ok(writer) => commit(writer).await,
             Err(e) => Err(e),
         })
@@ -158,11 +154,7 @@ impl blobs::Host for RequestState {
         if let Err(e) = check_announced(body, None, cap) {
             return Ok(Err(e));
         }
-        let writer = match store.stager(cap) {
-            Ok(writer) => writer,
-            Err(e) => return Ok(Err(put_error(e.into()))),
-        };
-        let staged = match write_body(writer, body, None).await {
+        let staged = match write_body(store.stager(cap), body, None).await {
             Ok(writer) => writer.stage().map_err(put_error),
             Err(e) => Err(e),
         };
@@ -296,9 +288,8 @@ impl blobs::HostStagedBody for RequestState {
         this: Resource<StagedBlob>,
     ) -> Result<Result<Resource<IncomingBody>, String>> {
         let staged = self.table.get(&this)?;
-        let size = staged.size;
-        Ok(match staged.open() {
-            Ok(file) => Ok(self.table.push(IncomingBody::from_file(file, size))?),
+        Ok(match staged.body() {
+            Ok(body) => Ok(self.table.push(body)?),
             Err(e) => Err(e.to_string()),
         })
     }
@@ -311,9 +302,8 @@ impl blobs::HostStagedBody for RequestState {
 
 impl blobs::HostBlobWriter for RequestState {
     async fn new(&mut self, cap: u64) -> Result<Resource<PendingBlob>> {
-        // A writer that cannot be staged fails on its first write.
-        let writer = self.env.blobs.writer(cap.min(self.env.blob_cap)).ok();
-        Ok(self.table.push(PendingBlob(writer))?)
+        let writer = self.env.blobs.writer(cap.min(self.env.blob_cap));
+        Ok(self.table.push(PendingBlob(Some(writer)))?)
     }
 
     async fn write(
@@ -324,7 +314,7 @@ impl blobs::HostBlobWriter for RequestState {
         let pending = self.table.get_mut(&this)?;
         Ok(match pending.0.as_mut() {
             Some(writer) => writer.write_async(&bytes).await.map_err(put_error),
-            None => Err(blobs::PutError::Storage("the writer is not usable".into())),
+            None => Err(blobs::PutError::Storage("the writer is finished".into())),
         })
     }
 
@@ -335,7 +325,7 @@ impl blobs::HostBlobWriter for RequestState {
         let pending = self.table.get_mut(&this)?;
         Ok(match pending.0.take() {
             Some(writer) => commit(writer).await,
-            None => Err(blobs::PutError::Storage("the writer is not usable".into())),
+            None => Err(blobs::PutError::Storage("the writer is finished".into())),
         })
     }
 
