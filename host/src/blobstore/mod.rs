@@ -198,7 +198,8 @@ impl BlobStore {
     }
 
     /// A new writer for bytes that will be staged, never named
-    /// ([`local::LocalWriter::stage`]): on every backend a local file.
+    /// ([`local::LocalWriter::stage`]): on every backend the local store's
+    /// (held in memory when small, else a local file).
     pub fn stager(&self, cap: u64) -> LocalWriter {
         match self {
             BlobStore::Local(store) | BlobStore::S3 { staging: store, .. } => store.writer(cap),
