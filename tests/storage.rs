@@ -471,6 +471,60 @@ fn a_full_disk_refuses_puts_and_appends_and_they_resume_once_space_is_freed() {
     drop(labd);
 }
 
+/// A call between services answers once the callee's commit is durable
+/// (design.md, "Request lifecycle" 8): an append made through a call, whose
+/// group finds the disk full at its commit, answers the caller the store's
+/// refusal, not the append the journal computed before the commit.
+#[test]
+fn an_append_called_by_another_service_on_a_full_disk_answers_the_refusal() {
+    let dir = support::temp_dir("full-disk-call");
+    let state = dir.join("state");
+    let _tmpfs = Tmpfs::mount(&state, 24 << 20);
+    let probe = support::built_component("probe");
+    let labd = Labd::start_in(
+        dir.clone(),
+        [
+            "--services",
+            "bytes,journal",
+            "--bytes-component",
+            probe.to_str().unwrap(),
+            "--lmdb-map-size",
+            "8388608",
+            "--storage-alarm-free-bytes",
+            "1048576",
+        ]
+        .map(String::from)
+        .to_vec(),
+    );
+    let j = Journal::new(&labd);
+    let space = j.child("called");
+    let first = batch(2, 4 << 10, 1);
+    assert_eq!(j.append(&space, &first, "first").status, 201);
+    let call = |facts: &[String], operation_id: &str| {
+        let body = json!({ "space": space, "facts": facts, "operation_id": operation_id });
+        labd.bytes().post(
+            "/call?key=journal&value=/v1/append",
+            None,
+            body.to_string().as_bytes(),
+        )
+    };
+
+    let full = fill(&state, 0, "filler");
+    let second = batch(8, 32 << 10, 2);
+    let refused = call(&second, "second");
+    refused.assert_error(503, "unavailable");
+    let message = refused.json()["message"].as_str().unwrap().to_string();
+    assert!(message.contains("filesystem is full"), "{message}");
+    assert_eq!(j.head(&space), 2);
+
+    std::fs::remove_file(full).unwrap();
+    let appended = call(&second, "second");
+    assert_eq!(appended.status, 201, "{}", text(&appended));
+    assert_eq!(appended.json()["replayed"], false);
+    assert_eq!(j.head(&space), 10);
+    drop(labd);
+}
+
 // ---------------------------------------------------------- measurement
 
 /// What the store holds per fact, per receipt and per blob, for
