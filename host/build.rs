@@ -23,6 +23,12 @@ const COMPONENTS: &[(&str, &str, Option<&str>)] = &[
     ("lab-tool-profile", "lab_tool_profile", None),
 ];
 
+/// The components built with whole-program optimization (fat LTO, one
+/// codegen unit): the services and the probe that stands in for them.
+/// Tool releases are built as any crate is, so that the bench compares a
+/// release with the same code built natively under the same profile.
+const WHOLE_PROGRAM: &[&str] = &["lab-bytes", "lab-journal", "lab-coord", "lab-probe"];
+
 fn main() {
     let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
     let workspace = manifest_dir.parent().unwrap().to_path_buf();
@@ -73,6 +79,10 @@ fn build_components(workspace: &Path, out_dir: &Path) {
         // Guests ship without debug info: smaller to compile at every start.
         cmd.env("CARGO_PROFILE_RELEASE_DEBUG", "false")
             .env("CARGO_PROFILE_RELEASE_STRIP", "debuginfo");
+        if WHOLE_PROGRAM.contains(package) {
+            cmd.env("CARGO_PROFILE_RELEASE_LTO", "fat")
+                .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "1");
+        }
         let status = cmd.status().expect("run cargo for the components");
         assert!(status.success(), "building the component {package} failed");
     }
