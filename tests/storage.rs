@@ -357,6 +357,27 @@ impl Drop for Tmpfs {
     }
 }
 
+/// A labd serving bytes and the journal with `extra` arguments, its
+/// data directory (returned) on a tmpfs of 24 MiB, its map 8 MiB and its
+/// storage alarm at 1 MiB free. Drop the labd before the tmpfs.
+fn on_a_small_disk(name: &str, extra: &[&str]) -> (Tmpfs, PathBuf, Labd) {
+    let dir = support::temp_dir(name);
+    let state = dir.join("state");
+    let tmpfs = Tmpfs::mount(&state, 24 << 20);
+    let mut args = [
+        "--services",
+        "bytes,journal",
+        "--lmdb-map-size",
+        "8388608",
+        "--storage-alarm-free-bytes",
+        "1048576",
+    ]
+    .map(String::from)
+    .to_vec();
+    args.extend(extra.iter().map(|arg| arg.to_string()));
+    (tmpfs, state, Labd::start_in(dir, args))
+}
+
 /// Fills the filesystem of `dir` with a file, leaving about `leave` bytes
 /// free (none: to the last byte); returns the file.
 fn fill(dir: &Path, leave: u64, name: &str) -> PathBuf {
@@ -395,22 +416,7 @@ fn free_bytes(dir: &Path) -> u64 {
 
 #[test]
 fn a_full_disk_refuses_puts_and_appends_and_they_resume_once_space_is_freed() {
-    let dir = support::temp_dir("full-disk");
-    let state = dir.join("state");
-    let _tmpfs = Tmpfs::mount(&state, 24 << 20);
-    let labd = Labd::start_in(
-        dir.clone(),
-        [
-            "--services",
-            "bytes,journal",
-            "--lmdb-map-size",
-            "8388608",
-            "--storage-alarm-free-bytes",
-            "1048576",
-        ]
-        .map(String::from)
-        .to_vec(),
-    );
+    let (_tmpfs, state, labd) = on_a_small_disk("full-disk", &[]);
     let bytes = labd.bytes();
     let management = labd.bytes_management();
     let j = Journal::new(&labd);
@@ -477,24 +483,10 @@ fn a_full_disk_refuses_puts_and_appends_and_they_resume_once_space_is_freed() {
 /// refusal, not the append the journal computed before the commit.
 #[test]
 fn an_append_called_by_another_service_on_a_full_disk_answers_the_refusal() {
-    let dir = support::temp_dir("full-disk-call");
-    let state = dir.join("state");
-    let _tmpfs = Tmpfs::mount(&state, 24 << 20);
     let probe = support::built_component("probe");
-    let labd = Labd::start_in(
-        dir.clone(),
-        [
-            "--services",
-            "bytes,journal",
-            "--bytes-component",
-            probe.to_str().unwrap(),
-            "--lmdb-map-size",
-            "8388608",
-            "--storage-alarm-free-bytes",
-            "1048576",
-        ]
-        .map(String::from)
-        .to_vec(),
+    let (_tmpfs, state, labd) = on_a_small_disk(
+        "full-disk-call",
+        &["--bytes-component", probe.to_str().unwrap()],
     );
     let j = Journal::new(&labd);
     let space = j.child("called");
