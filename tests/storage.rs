@@ -477,10 +477,11 @@ fn a_full_disk_refuses_puts_and_appends_and_they_resume_once_space_is_freed() {
     drop(labd);
 }
 
-/// A call between services answers once the callee's commit is durable
-/// (design.md, "Request lifecycle" 8): an append made through a call, whose
-/// group finds the disk full at its commit, answers the caller the store's
-/// refusal, not the append the journal computed before the commit.
+/// An append made through a call between services, whose group finds the
+/// disk full at its commit, answers the caller the store's refusal and
+/// appends nothing (design.md, "Key-value store" 9). The probe relays the
+/// journal's status and body, not its `Retry-After`, so the refusal is
+/// checked without it.
 #[test]
 fn an_append_called_by_another_service_on_a_full_disk_answers_the_refusal() {
     let probe = support::built_component("probe");
