@@ -42,6 +42,19 @@ impl ReadOnlyStore {
                 dir.display()
             )));
         }
+        // After a power cut, the file may hold pages of unsynced commits;
+        // only the serving labd's recovery (`kv::log` 4) makes it whole.
+        match crate::kv::log::unrecovered(dir) {
+            Ok(false) => {}
+            Ok(true) => {
+                return Err(KvError::Storage(format!(
+                    "{} holds acknowledged writes past its last checkpoint, made before \
+                     the host restarted: start labd on its data directory once to recover them",
+                    dir.display()
+                )))
+            }
+            Err(e) => return Err(KvError::Storage(e.to_string())),
+        }
         let mut options = EnvOpenOptions::new().read_txn_without_tls();
         // No map size: LMDB takes the one the store records, which is the
         // serving labd's (a smaller one could not map its pages).

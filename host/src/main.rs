@@ -201,6 +201,7 @@ async fn run(settings: Settings) -> Result<()> {
         None => None,
     };
     let (kv, namespaces, shared_store) = open_store(&settings, &names).await?;
+    let lmdb = kv.clone();
     let storage = Arc::new(storage::Storage::new(
         kv,
         Arc::clone(&blobs),
@@ -405,6 +406,11 @@ async fn run(settings: Settings) -> Result<()> {
     feed.close();
     for server in servers {
         let _ = server.await;
+    }
+    if let Some(lmdb) = lmdb {
+        if let Err(e) = lmdb.checkpoint().await {
+            tracing::warn!(error = %e, "the key-value store could not checkpoint at stop");
+        }
     }
     tracing::info!("stopped");
     Ok(())

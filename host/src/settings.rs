@@ -234,6 +234,14 @@ pub struct Settings {
     #[arg(long, env = "LAB_LMDB_MAP_CEILING")]
     pub lmdb_map_ceiling: Option<usize>,
 
+    /// The key-value store's write-ahead log, in bytes of disk written
+    /// once at start; LMDB syncs itself each time the log is three quarters
+    /// full, or its map's high-water mark climbed this far
+    /// [default: an eighth of the map at start, from 1 MiB to 16 MiB].
+    #[arg(long, env = "LAB_LMDB_LOG_SIZE",
+          value_parser = clap::value_parser!(u64).range(65536..=1 << 32))]
+    pub lmdb_log_size: Option<u64>,
+
     /// Where the services' key-value state lives: `lmdb`, an LMDB
     /// environment in the data directory; or a PostgreSQL database, named
     /// by a `postgresql://` URL (`?host=/dir` for a Unix socket), which
@@ -395,7 +403,14 @@ impl Settings {
             (None, Some(ceiling)) => (DEFAULT_MAP_SIZE.min(ceiling), ceiling),
             (None, None) => (DEFAULT_MAP_SIZE, DEFAULT_MAP_CEILING),
         };
-        Ok(crate::kv::MapLimits { initial, ceiling })
+        let log = self
+            .lmdb_log_size
+            .unwrap_or((initial as u64 / 8).clamp(1 << 20, 16 << 20));
+        Ok(crate::kv::MapLimits {
+            initial,
+            ceiling,
+            log,
+        })
     }
 }
 

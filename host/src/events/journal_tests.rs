@@ -33,6 +33,7 @@ pub(super) async fn journal(feed: Arc<Feed>) -> (Arc<Service>, Arc<crate::kv::Kv
     let map = crate::kv::MapLimits {
         initial: 1 << 30,
         ceiling: 1 << 30,
+        log: 1 << 20,
     };
     let (kv, mut namespaces) =
         crate::kv::KvStore::open(&dir.join("lmdb"), map, &["journal"]).unwrap();

@@ -179,19 +179,19 @@ impl ReadyBatch {
     }
 
     /// Decides the batch on the live state of `txn` and, when it applies,
-    /// writes it there. On an error some writes may be in `txn`: the caller
-    /// aborts it.
+    /// writes it there; answers the writes made. On an error some writes
+    /// may be in `txn`: the caller aborts it.
     pub fn apply(
         self,
         txn: &mut RwTxn<'_>,
         db: Database<Bytes, Bytes>,
-    ) -> heed::Result<BatchOutcome> {
+    ) -> heed::Result<(BatchOutcome, Entries)> {
         let guard = db.get(txn, &self.guard)?.map(<[u8]>::to_vec);
         let counter = db.get(txn, &self.counter)?.map(<[u8]>::to_vec);
         let (outcome, writes) = self.decide(guard.as_deref(), counter.as_deref());
-        for (key, value) in writes {
-            db.put(txn, &key, &value)?;
+        for (key, value) in &writes {
+            db.put(txn, key, value)?;
         }
-        Ok(outcome)
+        Ok((outcome, writes))
     }
 }

@@ -9,9 +9,9 @@
 //!    transaction is a nested transaction of the writer's current group
 //!    transaction; its operations are sent to the writer and answered in order.
 //! 2. The writer serves one request's transaction at a time, start to finish;
-//!    requests queued meanwhile join the same group. A group is one LMDB
-//!    commit, hence one fsync. No request hears "committed" before that
-//!    commit returned.
+//!    requests queued meanwhile join the same group. A group is one record
+//!    of the write-ahead log, flushed, then one LMDB commit without a sync
+//!    (8). No request hears "committed" before that commit returned.
 //! 3. A transaction dropped, idle past [`IDLE_LIMIT`], or failed is aborted
 //!    alone; the rest of its group is unaffected.
 //! 5. A detached commit is answered as soon as its nested transaction is in
@@ -30,8 +30,17 @@
 //!    decided and applied in one step, nested like a transaction; it is
 //!    answered, whatever it met, once its group commits ("Key-value store"
 //!    10 in `docs/design.md`).
+//! 8. LMDB runs without its syncs; the write-ahead log ([`super::log`]) and
+//!    its checkpoints keep it whole. The writer checkpoints when the log
+//!    is three quarters full or the map's high-water mark climbed by the
+//!    log's size, when a transaction found the map full, before the map
+//!    grows, and when asked ([`KvStore::checkpoint`]); between checkpoints
+//!    it holds a read transaction on the last one. Opening recovers: the
+//!    checkpoint's meta pages written back, the log's writes applied, and
+//!    a checkpoint of the result.
 
 use super::batch::{BatchOutcome, ReadyBatch, SequencedBatch};
+use super::log::{self, Log, Record};
 use super::{
     full_writes, scan_bounds, table_key, table_prefix, Durability, Entries, KvError, Range,
     ScanBounds, Stats, TableWrites, IDLE_LIMIT,
@@ -39,9 +48,11 @@ use super::{
 use crate::map_gate::{MapGate, ReadPass};
 use crate::storage::{is_no_space, NO_SPACE};
 use heed::types::Bytes;
-use heed::{Database, Env, EnvOpenOptions, MdbError, RoTxn, RwTxn, WithoutTls};
+use heed::{Database, Env, EnvFlags, EnvOpenOptions, MdbError, RoTxn, RwTxn, WithoutTls};
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::ops::Bound;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::mpsc as sync_mpsc;
 use std::sync::Arc;
@@ -50,6 +61,9 @@ use tokio::sync::oneshot;
 
 /// Transactions committed together at most.
 const MAX_GROUP: usize = 256;
+/// Databases the environment may hold: more than labd's namespaces, so
+/// that a log naming one this start does not open is still replayed.
+const MAX_NAMESPACES: u32 = 16;
 /// The share of the map in use past which the writer grows it.
 const GROW_AT: (usize, usize) = (3, 4);
 /// Longest the writer waits for the read transactions out to end before a
@@ -62,6 +76,16 @@ pub const CEILING_SETTING: &str = "--lmdb-map-ceiling";
 
 fn storage(e: heed::Error) -> KvError {
     KvError::Storage(e.to_string())
+}
+
+/// A file error of the log or a checkpoint; a full disk is
+/// [`KvError::Unavailable`], as LMDB's own.
+fn io_error(e: std::io::Error) -> KvError {
+    if is_no_space(&e) {
+        KvError::Unavailable(NO_SPACE.into())
+    } else {
+        KvError::Storage(e.to_string())
+    }
 }
 
 /// Whether `e` is LMDB's map full.
@@ -97,14 +121,18 @@ enum Job {
     /// One request's write transaction, its operations arriving one by one.
     Txn {
         db: Database<Bytes, Bytes>,
+        namespace: Arc<str>,
         ops: sync_mpsc::Receiver<Op>,
     },
     /// A sequenced batch, decided and applied in one step (invariant 7).
     Batch {
         db: Database<Bytes, Bytes>,
+        namespace: Arc<str>,
         batch: ReadyBatch,
         reply: Reply<BatchOutcome>,
     },
+    /// A checkpoint now: LMDB synced, the log's epoch ended.
+    Checkpoint(Reply<()>),
 }
 
 /// A member of a group waiting for its commit.
@@ -140,6 +168,9 @@ pub struct MapLimits {
     pub initial: usize,
     /// Past it, writes that need room are refused.
     pub ceiling: usize,
+    /// The write-ahead log's ring, in bytes; also how far the map's
+    /// high-water mark may climb between checkpoints.
+    pub log: u64,
 }
 
 /// The map's size and use at one instant.
@@ -155,6 +186,8 @@ pub struct MapUse {
 pub struct Namespace {
     store: Arc<KvStore>,
     db: Database<Bytes, Bytes>,
+    /// The database's name, as the log records its writes.
+    name: Arc<str>,
 }
 
 impl KvStore {
@@ -176,14 +209,41 @@ impl KvStore {
             .div_ceil(page)
             .saturating_mul(page)
             .min(ceiling);
+        // Invariant 8: the last checkpoint's state, then the log's writes.
+        let mut recovered = log::recover(dir).map_err(io)?;
+        if let Some(checkpoint) = &recovered.checkpoint {
+            let page = checkpoint.metas.len() / 2;
+            let file = log::read_metas(dir, page).map_err(io)?;
+            if log::meta_txnid(&file) > recovered.last_txnid {
+                // A commit the log does not hold, made after its last record
+                // by another program with LMDB's own syncs: the file is
+                // whole as it stands, and the log is past.
+                tracing::warn!(
+                    "the key-value store's data file holds commits its log does not; \
+                     the log is set aside"
+                );
+                recovered.writes.clear();
+            } else if !log::store_in_use(dir).map_err(io)? {
+                // (Another process with the store open, a backup, opened
+                // it after this host's last start, and no power cut came
+                // since: the file is whole as it stands.)
+                log::restore_metas(dir, &checkpoint.metas).map_err(io)?;
+            }
+        }
         let mut options = EnvOpenOptions::new().read_txn_without_tls();
         options
             .map_size(initial)
-            .max_dbs(namespaces.len().max(1) as u32)
+            .max_dbs(MAX_NAMESPACES)
             .max_readers(1024);
         // SAFETY: the environment is opened once per process (the host owns
-        // the data directory) and never with conflicting flags.
-        let env = unsafe { options.open(dir) }.map_err(storage)?;
+        // the data directory) and never with conflicting flags; without
+        // LMDB's syncs, the log and the checkpoints keep it whole
+        // (invariant 8).
+        let env = unsafe {
+            options.flags(EnvFlags::NO_SYNC);
+            options.open(dir)
+        }
+        .map_err(storage)?;
         // LMDB syncs its files, never the directory naming them.
         crate::durable::sync_dir(dir).map_err(io)?;
         let mut txn = env.write_txn().map_err(storage)?;
@@ -194,7 +254,19 @@ impl KvStore {
                     .map_err(storage)?,
             );
         }
+        replay(&env, &mut txn, recovered.writes)?;
         txn.commit().map_err(storage)?;
+        if recovered.records > 0 {
+            tracing::info!(
+                groups = recovered.records,
+                "the key-value store recovered the groups its log held past its checkpoint"
+            );
+        }
+        env.force_sync().map_err(storage)?;
+        let pin = env.clone().static_read_txn().map_err(storage)?;
+        let page = env.stat().page_size as usize;
+        let metas = log::read_metas(dir, page).map_err(io)?;
+        let log = Log::open(dir, limits.log, recovered.checkpoint.as_ref(), metas).map_err(io)?;
 
         let (jobs, queue) = sync_mpsc::channel();
         let gate = Arc::new(MapGate::default());
@@ -203,6 +275,12 @@ impl KvStore {
             stats: Arc::new(Stats::default()),
             gate: Arc::clone(&gate),
             ceiling,
+            dir: dir.to_path_buf(),
+            ahead: RefCell::new(Ahead {
+                log,
+                pin: Some(pin),
+                checkpointed_at: env.info().last_page_number,
+            }),
         };
         writer.record_use();
         let stats = Arc::clone(&writer.stats);
@@ -219,12 +297,26 @@ impl KvStore {
         });
         let namespaces = dbs
             .into_iter()
-            .map(|db| Namespace {
+            .zip(namespaces)
+            .map(|(db, name)| Namespace {
                 store: Arc::clone(&store),
                 db,
+                name: Arc::from(*name),
             })
             .collect();
         Ok((store, namespaces))
+    }
+
+    /// Syncs the store and ends its log's epoch, so that the next start
+    /// has nothing to apply and other processes may read the files alone.
+    pub async fn checkpoint(&self) -> Result<(), KvError> {
+        let (reply, answer) = oneshot::channel();
+        self.jobs
+            .send(Job::Checkpoint(reply))
+            .map_err(|_| KvError::Storage("the writer stopped".into()))?;
+        answer
+            .await
+            .map_err(|_| KvError::Storage("the writer stopped".into()))?
     }
 
     /// Commit counts so far.
@@ -272,6 +364,7 @@ impl Namespace {
             .jobs
             .send(Job::Txn {
                 db: self.db,
+                namespace: Arc::clone(&self.name),
                 ops: rx,
             })
             .map_err(|_| KvError::Storage("the writer stopped".into()))?;
@@ -287,6 +380,7 @@ impl Namespace {
             .jobs
             .send(Job::Batch {
                 db: self.db,
+                namespace: Arc::clone(&self.name),
                 batch,
                 reply,
             })
@@ -459,6 +553,52 @@ struct Writer {
     stats: Arc<Stats>,
     gate: Arc<MapGate>,
     ceiling: usize,
+    dir: PathBuf,
+    ahead: RefCell<Ahead>,
+}
+
+/// The write-ahead log and what keeps its checkpoint whole (invariant 8).
+struct Ahead {
+    log: Log,
+    /// A read transaction on the checkpoint's state, so LMDB reuses none
+    /// of its pages; `None` only while the map is remapped.
+    pin: Option<RoTxn<'static, WithoutTls>>,
+    /// The map's last page at the checkpoint.
+    checkpointed_at: usize,
+}
+
+/// Applies a log's writes in `txn` (invariant 8).
+fn replay(
+    env: &Env<WithoutTls>,
+    txn: &mut RwTxn<'_>,
+    writes: Vec<log::Write>,
+) -> Result<(), KvError> {
+    let mut dbs = HashMap::new();
+    let mut db = |txn: &mut RwTxn<'_>, name: String| -> Result<Database<Bytes, Bytes>, KvError> {
+        if let Some(db) = dbs.get(&name) {
+            return Ok(*db);
+        }
+        let db = env
+            .create_database::<Bytes, Bytes>(txn, Some(&name))
+            .map_err(storage)?;
+        dbs.insert(name, db);
+        Ok(db)
+    };
+    for write in writes {
+        match write {
+            log::Write::Put {
+                namespace,
+                key,
+                value,
+            } => db(txn, namespace)?
+                .put(txn, &key, &value)
+                .map_err(storage)?,
+            log::Write::Delete { namespace, key } => {
+                db(txn, namespace)?.delete(txn, &key).map_err(storage)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 impl Writer {
@@ -468,6 +608,12 @@ impl Writer {
             let mut found_full = false;
             self.group(first, queue, &mut found_full);
             let (size, used) = self.record_use();
+            // A full map may be full of pages the checkpoint pins.
+            if found_full || self.checkpoint_due() {
+                if let Err(e) = self.checkpoint(&mut self.ahead.borrow_mut()) {
+                    tracing::warn!(error = %e, "the key-value store could not checkpoint");
+                }
+            }
             if found_full || used.saturating_mul(GROW_AT.1) >= size.saturating_mul(GROW_AT.0) {
                 self.grow(&mut retry_growth_at);
             }
@@ -485,9 +631,10 @@ impl Writer {
         };
         let mut committed: Vec<Waiter> = Vec::new();
         let mut members = 0;
+        let mut record = Record::default();
         let mut next = Some(first);
         while let Some(job) = next.take() {
-            match self.serve(&mut group, job, found_full) {
+            match self.serve(&mut group, job, found_full, &mut record) {
                 Served::Nothing => {}
                 Served::Waiting(reply) => {
                     committed.push(reply);
@@ -503,7 +650,7 @@ impl Writer {
             group.abort();
             Ok(())
         } else {
-            let outcome = group.commit().map_err(|e| self.write_error(e, found_full));
+            let outcome = self.commit(group, &record, found_full);
             if outcome.is_ok() {
                 self.stats.groups.fetch_add(1, Ordering::Relaxed);
                 self.stats
@@ -517,9 +664,76 @@ impl Writer {
         }
     }
 
-    /// Runs one transaction nested in `group`; returns its commit reply when
-    /// it committed into the group.
-    fn serve(&self, group: &mut RwTxn<'_>, job: Job, found_full: &mut bool) -> Served {
+    /// Logs the group's writes, then commits it without a sync (`log`
+    /// invariants 1 and 5).
+    fn commit(
+        &self,
+        group: RwTxn<'_>,
+        record: &Record,
+        found_full: &mut bool,
+    ) -> Result<(), KvError> {
+        if record.is_empty() {
+            // Nothing written: every LMDB commit has its record (`log` 4).
+            group.abort();
+            return Ok(());
+        }
+        let mut ahead = self.ahead.borrow_mut();
+        if !ahead.log.fits(record) {
+            self.checkpoint(&mut ahead)?;
+        }
+        ahead
+            .log
+            .append(record, group.id() as u64)
+            .map_err(io_error)?;
+        group.commit().map_err(|e| {
+            if let Err(void) = ahead.log.void_last() {
+                tracing::error!(
+                    error = %void,
+                    "a group LMDB did not commit stays in the log, and a restart would apply it"
+                );
+            }
+            self.write_error(e, found_full)
+        })
+    }
+
+    /// Whether the log is three quarters full, or the map's high-water mark
+    /// climbed by the log's size since the checkpoint (the pages it pins).
+    fn checkpoint_due(&self) -> bool {
+        let ahead = self.ahead.borrow();
+        let capacity = ahead.log.capacity();
+        let page = self.env.stat().page_size as u64;
+        let climbed = self
+            .env
+            .info()
+            .last_page_number
+            .saturating_sub(ahead.checkpointed_at);
+        ahead.log.used().saturating_mul(4) >= capacity.saturating_mul(3)
+            || (climbed as u64).saturating_mul(page) >= capacity
+    }
+
+    /// Syncs LMDB and makes its state the checkpoint; the log starts a new
+    /// epoch (invariant 8).
+    fn checkpoint(&self, ahead: &mut Ahead) -> Result<(), KvError> {
+        self.env.force_sync().map_err(storage)?;
+        let pin = self.env.clone().static_read_txn().map_err(storage)?;
+        let page = self.env.stat().page_size as usize;
+        let metas = log::read_metas(&self.dir, page).map_err(io_error)?;
+        ahead.log.checkpoint(metas).map_err(io_error)?;
+        ahead.pin = Some(pin);
+        ahead.checkpointed_at = self.env.info().last_page_number;
+        self.stats.checkpoints.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Runs one transaction nested in `group`, adding its writes to
+    /// `record`; returns its commit reply when it committed into the group.
+    fn serve(
+        &self,
+        group: &mut RwTxn<'_>,
+        job: Job,
+        found_full: &mut bool,
+        record: &mut Record,
+    ) -> Served {
         let mut txn = match self.env.nested_write_txn(group) {
             Ok(txn) => txn,
             Err(e) => {
@@ -527,15 +741,30 @@ impl Writer {
                 return Served::Nothing;
             }
         };
-        let (db, ops) = match job {
-            Job::Txn { db, ops } => (db, ops),
-            Job::Batch { db, batch, reply } => {
+        let (db, namespace, ops) = match job {
+            Job::Txn { db, namespace, ops } => (db, namespace, ops),
+            // Mid-group too: the group's record follows, in the new epoch.
+            Job::Checkpoint(reply) => {
+                let _ = reply.send(self.checkpoint(&mut self.ahead.borrow_mut()));
+                return Served::Nothing;
+            }
+            Job::Batch {
+                db,
+                namespace,
+                batch,
+                reply,
+            } => {
                 // The nested transaction aborts on drop unless committed.
                 let applied = batch
                     .apply(&mut txn, db)
-                    .and_then(|outcome| txn.commit().map(|()| outcome));
+                    .and_then(|applied| txn.commit().map(|()| applied));
                 return match applied {
-                    Ok(outcome) => Served::Waiting(Waiter::Batch(reply, outcome)),
+                    Ok((outcome, writes)) => {
+                        for (key, value) in &writes {
+                            record.put(&namespace, key, value);
+                        }
+                        Served::Waiting(Waiter::Batch(reply, outcome))
+                    }
                     Err(e) => {
                         let _ = reply.send(Err(self.write_error(e, found_full)));
                         Served::Nothing
@@ -543,6 +772,7 @@ impl Writer {
                 };
             }
         };
+        let mut member = Record::default();
         loop {
             let Ok(op) = ops.recv_timeout(IDLE_LIMIT) else {
                 // Dropped, aborted or idle: the nested transaction aborts.
@@ -567,28 +797,42 @@ impl Writer {
                 }
                 Op::Put(key, value, reply) => {
                     let outcome = db.put(&mut txn, &key, &value);
+                    if outcome.is_ok() {
+                        member.put(&namespace, &key, &value);
+                    }
                     self.answer_write(outcome, reply, found_full)
                 }
                 Op::PutAll(writes, reply) => {
-                    let outcome = writes
-                        .iter()
-                        .try_for_each(|(key, value)| db.put(&mut txn, key, value));
+                    let outcome = writes.iter().try_for_each(|(key, value)| {
+                        db.put(&mut txn, key, value)?;
+                        member.put(&namespace, key, value);
+                        Ok(())
+                    });
                     self.answer_write(outcome, reply, found_full)
                 }
                 Op::Delete(key, reply) => {
                     let outcome = db.delete(&mut txn, &key);
+                    if outcome.is_ok() {
+                        member.delete(&namespace, &key);
+                    }
                     self.answer_write(outcome, reply, found_full)
                 }
                 Op::Commit(writes, durability, reply) => {
-                    let written = writes
-                        .iter()
-                        .try_for_each(|(key, value)| db.put(&mut txn, key, value));
+                    let written = writes.iter().try_for_each(|(key, value)| {
+                        db.put(&mut txn, key, value)?;
+                        member.put(&namespace, key, value);
+                        Ok(())
+                    });
                     if let Err(e) = written {
                         // The nested transaction aborts on drop.
                         let _ = reply.send(Err(self.write_error(e, found_full)));
                         return Served::Nothing;
                     }
-                    return match (txn.commit(), durability) {
+                    let committed = txn.commit();
+                    if committed.is_ok() {
+                        record.extend(member);
+                    }
+                    return match (committed, durability) {
                         (Ok(()), Durability::Wait) => Served::Waiting(Waiter::Txn(reply)),
                         (Ok(()), Durability::Detached) => {
                             let _ = reply.send(Ok(()));
@@ -677,10 +921,29 @@ impl Writer {
             );
             return;
         };
+        // The checkpoint's pin is a read transaction too: it is let go for
+        // the remap and taken again on the same state, the checkpoint's,
+        // since nothing commits meanwhile.
+        let mut ahead = self.ahead.borrow_mut();
+        if let Err(e) = self.checkpoint(&mut ahead) {
+            *retry_at = Some(Instant::now() + GROW_RETRY);
+            tracing::warn!(error = %e, "the key-value map is to grow, but could not checkpoint");
+            return;
+        }
+        ahead.pin = None;
         // SAFETY: no transaction is open in this process: the writer, the
-        // only one that writes, is between groups, and the closed gate holds
-        // every read transaction out (invariant 6; `map_gate` 1).
+        // only one that writes, is between groups, the closed gate holds
+        // every read transaction out (invariant 6; `map_gate` 1), and the
+        // checkpoint's pin was let go.
         let grown = unsafe { self.env.resize(target) };
+        match self.env.clone().static_read_txn() {
+            Ok(pin) => ahead.pin = Some(pin),
+            Err(e) => tracing::error!(
+                error = %e,
+                "the key-value store lost its checkpoint's pin; it takes it again at the next"
+            ),
+        }
+        drop(ahead);
         drop(closed);
         match grown {
             Ok(()) => {
@@ -701,6 +964,7 @@ fn refuse(job: Job, error: &KvError) {
     let ops = match job {
         Job::Txn { ops, .. } => ops,
         Job::Batch { reply, .. } => return drop(reply.send(Err(error.clone()))),
+        Job::Checkpoint(reply) => return drop(reply.send(Err(error.clone()))),
     };
     while let Ok(op) = ops.recv_timeout(IDLE_LIMIT) {
         let failed = matches!(op, Op::Commit(..));
@@ -734,6 +998,7 @@ mod tests {
             MapLimits {
                 initial: 64 << 20,
                 ceiling: 64 << 20,
+                log: 1 << 20,
             },
         )
     }
@@ -743,6 +1008,13 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         let (_, mut namespaces) = KvStore::open(&dir, limits, &["test"]).unwrap();
         (dir, namespaces.remove(0))
+    }
+
+    /// Removes a test's store once its writer is idle: a checkpoint queued
+    /// last is answered after any the writer began on its own.
+    async fn remove(ns: &Namespace, dir: PathBuf) {
+        ns.store().checkpoint().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     fn counts(ns: &Namespace) -> (u64, u64) {
@@ -777,7 +1049,7 @@ mod tests {
         );
         assert_eq!(before.get("t", b"a").unwrap(), None);
         assert_eq!(txn.get("t", b"a").await, Err(KvError::Finished));
-        std::fs::remove_dir_all(dir).unwrap();
+        remove(&ns, dir).await;
     }
 
     #[tokio::test(flavor = "multi_thread")]
@@ -800,7 +1072,7 @@ mod tests {
             Some(b"1".to_vec())
         );
         assert_eq!(txn.get("t", b"a").await, Err(KvError::Finished));
-        std::fs::remove_dir_all(dir).unwrap();
+        remove(&ns, dir).await;
     }
 
     /// A batch on counter `c` of table `t`, guarded by `receipt/<op>`,
@@ -902,7 +1174,7 @@ mod tests {
             Err(KvError::BadBatch(_))
         ));
         assert_eq!(counter(&ns).await, Some(6u64.to_be_bytes().to_vec()));
-        std::fs::remove_dir_all(dir).unwrap();
+        remove(&ns, dir).await;
     }
 
     /// Commits `value` as the counter the batches of these tests draw from.
@@ -949,7 +1221,7 @@ mod tests {
         }
         let (after, _) = counts(&ns);
         assert!(after > groups && after - groups <= 64);
-        std::fs::remove_dir_all(dir).unwrap();
+        remove(&ns, dir).await;
     }
 
     #[tokio::test(flavor = "multi_thread")]
@@ -976,7 +1248,7 @@ mod tests {
         let too_long = vec![("t".to_string(), vec![0u8; 600], Vec::new())];
         assert_eq!(txn.commit_with(too_long).await, Err(KvError::TooLarge));
         assert_eq!(ns.read().await.unwrap().get("t", b"c").unwrap(), None);
-        std::fs::remove_dir_all(dir).unwrap();
+        remove(&ns, dir).await;
     }
 
     #[tokio::test(flavor = "multi_thread")]
@@ -999,7 +1271,7 @@ mod tests {
             .map(|(k, _)| k)
             .collect();
         assert_eq!(keys, vec![b"kept".to_vec()]);
-        std::fs::remove_dir_all(dir).unwrap();
+        remove(&ns, dir).await;
     }
 
     #[tokio::test(flavor = "multi_thread")]
@@ -1045,7 +1317,7 @@ mod tests {
         assert_eq!(read.get("b", b"").unwrap(), Some(Vec::new()));
         assert!(matches!(read.get("", b"x"), Err(KvError::BadTable(_))));
         assert_eq!(read.get("t", &[0u8; 600]), Err(KvError::TooLarge));
-        std::fs::remove_dir_all(dir).unwrap();
+        remove(&ns, dir).await;
     }
 
     /// Concurrent read-modify-write transactions on one counter: each sees
@@ -1085,7 +1357,7 @@ mod tests {
             groups < transactions,
             "no two transactions shared a commit ({groups} commits)"
         );
-        std::fs::remove_dir_all(dir).unwrap();
+        remove(&ns, dir).await;
     }
 
     /// Writes `count` values of `size` bytes, one transaction each.
@@ -1105,6 +1377,7 @@ mod tests {
             MapLimits {
                 initial: 256 << 10,
                 ceiling: 4 << 20,
+                log: 1 << 20,
             },
         );
         let store = ns.store();
@@ -1120,7 +1393,7 @@ mod tests {
                 Some(vec![7; 16 << 10])
             );
         }
-        std::fs::remove_dir_all(dir).unwrap();
+        remove(&ns, dir).await;
     }
 
     /// A transaction that finds the map full at its ceiling is refused
@@ -1131,6 +1404,7 @@ mod tests {
         let limits = MapLimits {
             initial: 512 << 10,
             ceiling: 512 << 10,
+            log: 1 << 20,
         };
         let (dir, ns) = open_with("ceiling", limits);
         fill(&ns, 0, 4, 1 << 10).await.unwrap();
@@ -1160,7 +1434,7 @@ mod tests {
             Some(vec![7; 1 << 10])
         );
         assert_eq!(ns.store().map_use().size, 512 << 10);
-        std::fs::remove_dir_all(dir).unwrap();
+        remove(&ns, dir).await;
     }
 
     /// One write larger than the room left below the ceiling: refused as
@@ -1172,6 +1446,7 @@ mod tests {
             MapLimits {
                 initial: 256 << 10,
                 ceiling: 4 << 20,
+                log: 1 << 20,
             },
         );
         let mut refusals = Vec::new();
@@ -1193,7 +1468,7 @@ mod tests {
             Some(vec![7; 768 << 10])
         );
         assert!(ns.store().map_use().size >= 1 << 20);
-        std::fs::remove_dir_all(dir).unwrap();
+        remove(&ns, dir).await;
     }
 
     /// A read transaction open when the map must grow holds the growth
@@ -1206,6 +1481,7 @@ mod tests {
             MapLimits {
                 initial: 256 << 10,
                 ceiling: 4 << 20,
+                log: 1 << 20,
             },
         );
         let reader = ns.read().await.unwrap();
@@ -1233,6 +1509,124 @@ mod tests {
             }
         }
         assert!(ns.store().map_use().size > 256 << 10);
-        std::fs::remove_dir_all(dir).unwrap();
+        remove(&ns, dir).await;
+    }
+
+    /// What one round of the crash tests writes: overwrites, deletes and
+    /// fresh keys across many groups, so later commits free and reuse
+    /// pages; the model is the state they leave.
+    async fn churn(
+        ns: &Namespace,
+        round: u32,
+        model: &mut std::collections::BTreeMap<Vec<u8>, Vec<u8>>,
+    ) {
+        for group in 0..40u32 {
+            let mut txn = ns.write().unwrap();
+            for i in 0..25u32 {
+                let key = ((group * 25 + i) % 600).to_be_bytes().to_vec();
+                if (i + round).is_multiple_of(7) {
+                    txn.delete("t", &key).await.unwrap();
+                    model.remove(&key);
+                } else {
+                    let value = vec![(round * 31 + group + i) as u8; 300];
+                    txn.put("t", &key, value.clone()).await.unwrap();
+                    model.insert(key, value);
+                }
+            }
+            txn.commit().await.unwrap();
+        }
+    }
+
+    /// A copy of the store's files as a crash leaves them: the data file's
+    /// pages from `data`, the log and checkpoint as they stand.
+    fn crashed_copy(dir: &Path, name: &str, data: &[u8]) -> PathBuf {
+        let copy = dir.with_file_name(format!("{}-{name}", dir.file_name().unwrap().display()));
+        let _ = std::fs::remove_dir_all(&copy);
+        std::fs::create_dir_all(&copy).unwrap();
+        for file in ["log", "checkpoint"] {
+            std::fs::copy(dir.join(file), copy.join(file)).unwrap();
+        }
+        std::fs::write(copy.join("data.mdb"), data).unwrap();
+        copy
+    }
+
+    async fn assert_holds(dir: &Path, model: &std::collections::BTreeMap<Vec<u8>, Vec<u8>>) {
+        let limits = MapLimits {
+            initial: 64 << 20,
+            ceiling: 64 << 20,
+            log: 1 << 20,
+        };
+        let (_, mut namespaces) = KvStore::open(dir, limits, &["test"]).unwrap();
+        let ns = namespaces.remove(0);
+        let entries = ns.read().await.unwrap().scan("t", &all(100_000)).unwrap();
+        let held: std::collections::BTreeMap<_, _> = entries.into_iter().collect();
+        assert_eq!(held.len(), model.len(), "{}", dir.display());
+        assert!(
+            held == *model,
+            "{}: the recovered state differs",
+            dir.display()
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_crash_after_any_unsynced_writes_recovers_every_commit() {
+        // A log large enough that only the test checkpoints.
+        let limits = MapLimits {
+            initial: 64 << 20,
+            ceiling: 64 << 20,
+            log: 64 << 20,
+        };
+        let (dir, ns) = open_with("crash", limits);
+        let mut model = std::collections::BTreeMap::new();
+        // Keys only the checkpoint holds: nothing after it writes them.
+        for group in 0..20u32 {
+            let mut txn = ns.write().unwrap();
+            for i in 0..30u32 {
+                let key = (10_000 + group * 30 + i).to_be_bytes().to_vec();
+                let value = vec![(group + i) as u8; 200];
+                txn.put("t", &key, value.clone()).await.unwrap();
+                model.insert(key, value);
+            }
+            txn.commit().await.unwrap();
+        }
+        churn(&ns, 0, &mut model).await;
+        // A checkpoint: the state the data file holds for certain.
+        ns.store().checkpoint().await.unwrap();
+        let checkpoints = ns.store().stats().checkpoints.load(Ordering::Relaxed);
+        let synced = std::fs::read(dir.join("data.mdb")).unwrap();
+        for round in 1..4 {
+            churn(&ns, round, &mut model).await;
+        }
+        assert_eq!(
+            ns.store().stats().checkpoints.load(Ordering::Relaxed),
+            checkpoints
+        );
+        // Every commit since the checkpoint is unsynced: a power cut may
+        // leave any of their pages, meta pages included, or none.
+        let now = std::fs::read(dir.join("data.mdb")).unwrap();
+        let page = ns.store().env.stat().page_size as usize;
+        let changed: Vec<usize> = (0..now.len() / page)
+            .filter(|p| {
+                synced.get(p * page..(p + 1) * page) != Some(&now[p * page..(p + 1) * page])
+            })
+            .collect();
+        assert!(
+            changed.len() > 10,
+            "the rounds rewrote pages: {}",
+            changed.len()
+        );
+
+        assert_holds(&crashed_copy(&dir, "all", &now), &model).await;
+        assert_holds(&crashed_copy(&dir, "none", &synced), &model).await;
+        // Every other changed page, the newest meta page among them.
+        let mut partial = synced.clone();
+        partial.resize(now.len(), 0);
+        for (n, p) in changed.iter().enumerate() {
+            if n % 2 == 0 || *p < 2 {
+                partial[p * page..(p + 1) * page].copy_from_slice(&now[p * page..(p + 1) * page]);
+            }
+        }
+        assert_holds(&crashed_copy(&dir, "half", &partial), &model).await;
+        remove(&ns, dir).await;
     }
 }

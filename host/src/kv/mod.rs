@@ -8,6 +8,7 @@
 
 pub mod batch;
 pub mod lmdb;
+pub mod log;
 pub mod postgres;
 
 pub use batch::{BatchOutcome, CounterSlot, SequencedBatch, SequencedWrite};
@@ -82,8 +83,10 @@ pub enum Durability {
 /// Counts of durable commits and the map's use, for metrics.
 #[derive(Default)]
 pub struct Stats {
-    /// Durable commits (under LMDB, one fsync each).
+    /// Durable commits (under LMDB, one flush of the log each).
     pub groups: AtomicU64,
+    /// LMDB syncs that started a new epoch of its log.
+    pub checkpoints: AtomicU64,
     /// Transactions made durable by those commits.
     pub transactions: AtomicU64,
     /// The map's size now. Kept by the writer, the only one that may ask
