@@ -280,6 +280,8 @@ impl KvStore {
                 log,
                 pin: Some(pin),
                 checkpointed_at: env.info().last_page_number,
+                pending: None,
+                checkpointer: Checkpointer::start(dir).map_err(io)?,
             }),
         };
         writer.record_use();
@@ -565,6 +567,41 @@ struct Ahead {
     pin: Option<RoTxn<'static, WithoutTls>>,
     /// The map's last page at the checkpoint.
     checkpointed_at: usize,
+    /// The checkpoint under way: a read transaction on its state, and the
+    /// map's last page then.
+    pending: Option<(RoTxn<'static, WithoutTls>, usize)>,
+    checkpointer: Checkpointer,
+}
+
+/// The thread that finishes checkpoints (`log` 2): it syncs the data file,
+/// then writes the checkpoint, while the writer goes on.
+struct Checkpointer {
+    begun: sync_mpsc::Sender<log::Begun>,
+    finished: sync_mpsc::Receiver<std::io::Result<u64>>,
+}
+
+impl Checkpointer {
+    fn start(dir: &Path) -> std::io::Result<Checkpointer> {
+        let data = std::fs::File::open(dir.join("data.mdb"))?;
+        let dir = dir.to_path_buf();
+        let (begun, queue) = sync_mpsc::channel::<log::Begun>();
+        let (answers, finished) = sync_mpsc::channel();
+        std::thread::Builder::new()
+            .name("kv-checkpoint".into())
+            .spawn(move || {
+                for checkpoint in queue {
+                    let outcome = data.sync_data().and_then(|()| checkpoint.finish(&dir));
+                    if answers.send(outcome).is_err() {
+                        return;
+                    }
+                }
+            })?;
+        Ok(Checkpointer { begun, finished })
+    }
+}
+
+fn checkpointer_stopped() -> KvError {
+    KvError::Storage("the key-value store's checkpoint thread stopped".into())
 }
 
 /// Applies a log's writes in `txn` (invariant 8).
@@ -608,9 +645,18 @@ impl Writer {
             let mut found_full = false;
             self.group(first, queue, &mut found_full);
             let (size, used) = self.record_use();
-            // A full map may be full of pages the checkpoint pins.
-            if found_full || self.checkpoint_due() {
-                if let Err(e) = self.checkpoint(&mut self.ahead.borrow_mut()) {
+            {
+                let mut ahead = self.ahead.borrow_mut();
+                let settled = self.settle_checkpoint(&mut ahead, false);
+                // A full map may be full of pages the checkpoint pins.
+                let checkpointed = if found_full {
+                    self.checkpoint(&mut ahead)
+                } else if self.checkpoint_due(&ahead) {
+                    self.begin_checkpoint(&mut ahead)
+                } else {
+                    Ok(())
+                };
+                if let Err(e) = settled.and(checkpointed) {
                     tracing::warn!(error = %e, "the key-value store could not checkpoint");
                 }
             }
@@ -679,7 +725,13 @@ impl Writer {
         }
         let mut ahead = self.ahead.borrow_mut();
         if !ahead.log.fits(record) {
-            self.checkpoint(&mut ahead)?;
+            // The file is full: records go on in the other once the
+            // checkpoint naming this one's epoch is finished (`log` 3).
+            self.settle_checkpoint(&mut ahead, true)?;
+            if !ahead.log.settled() {
+                self.checkpoint(&mut ahead)?;
+            }
+            self.begin_checkpoint(&mut ahead)?;
         }
         ahead
             .log
@@ -696,10 +748,10 @@ impl Writer {
         })
     }
 
-    /// Whether the log is three quarters full, or the map's high-water mark
-    /// climbed by the log's size since the checkpoint (the pages it pins).
-    fn checkpoint_due(&self) -> bool {
-        let ahead = self.ahead.borrow();
+    /// Whether a checkpoint is due: the log's file half full, or the map's
+    /// high-water mark climbed by the log's size since the checkpoint (the
+    /// pages it pins).
+    fn checkpoint_due(&self, ahead: &Ahead) -> bool {
         let capacity = ahead.log.capacity();
         let page = self.env.stat().page_size as u64;
         let climbed = self
@@ -707,22 +759,64 @@ impl Writer {
             .info()
             .last_page_number
             .saturating_sub(ahead.checkpointed_at);
-        ahead.log.used().saturating_mul(4) >= capacity.saturating_mul(3)
-            || (climbed as u64).saturating_mul(page) >= capacity
+        ahead.log.used().saturating_mul(2) >= capacity
+            || (climbed as u64).saturating_mul(page) >= capacity.saturating_mul(2)
     }
 
-    /// Syncs LMDB and makes its state the checkpoint; the log starts a new
-    /// epoch (invariant 8).
-    fn checkpoint(&self, ahead: &mut Ahead) -> Result<(), KvError> {
-        self.env.force_sync().map_err(storage)?;
+    /// Begins a checkpoint of the state LMDB holds now, unless one is
+    /// under way (`log` 2).
+    fn begin_checkpoint(&self, ahead: &mut Ahead) -> Result<(), KvError> {
+        if ahead.pending.is_some() {
+            return Ok(());
+        }
         let pin = self.env.clone().static_read_txn().map_err(storage)?;
         let page = self.env.stat().page_size as usize;
         let metas = log::read_metas(&self.dir, page).map_err(io_error)?;
-        ahead.log.checkpoint(metas).map_err(io_error)?;
+        let begun = ahead.log.begin(metas);
+        ahead
+            .checkpointer
+            .begun
+            .send(begun)
+            .map_err(|_| checkpointer_stopped())?;
+        ahead.pending = Some((pin, self.env.info().last_page_number));
+        Ok(())
+    }
+
+    /// Takes the outcome of the checkpoint under way, if any, waiting for
+    /// it when `wait`. Finished, its state is the checkpoint; failed, the
+    /// last one stands.
+    fn settle_checkpoint(&self, ahead: &mut Ahead, wait: bool) -> Result<(), KvError> {
+        if ahead.pending.is_none() {
+            return Ok(());
+        }
+        let outcome = if wait {
+            ahead.checkpointer.finished.recv().ok()
+        } else {
+            match ahead.checkpointer.finished.try_recv() {
+                Err(sync_mpsc::TryRecvError::Empty) => return Ok(()),
+                answer => answer.ok(),
+            }
+        };
+        let (pin, last_page) = ahead.pending.take().expect("a checkpoint under way");
+        let epoch = outcome
+            .ok_or_else(checkpointer_stopped)?
+            .map_err(io_error)?;
+        ahead.log.finished(epoch);
         ahead.pin = Some(pin);
-        ahead.checkpointed_at = self.env.info().last_page_number;
+        ahead.checkpointed_at = last_page;
         self.stats.checkpoints.fetch_add(1, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// A checkpoint of the state LMDB holds now, finished when it returns.
+    fn checkpoint(&self, ahead: &mut Ahead) -> Result<(), KvError> {
+        // One under way is of an earlier state, and this one replaces it
+        // whatever its outcome.
+        if let Err(e) = self.settle_checkpoint(ahead, true) {
+            tracing::warn!(error = %e, "the key-value store could not checkpoint");
+        }
+        self.begin_checkpoint(ahead)?;
+        self.settle_checkpoint(ahead, true)
     }
 
     /// Runs one transaction nested in `group`, adding its writes to
@@ -1543,7 +1637,7 @@ mod tests {
         let copy = dir.with_file_name(format!("{}-{name}", dir.file_name().unwrap().display()));
         let _ = std::fs::remove_dir_all(&copy);
         std::fs::create_dir_all(&copy).unwrap();
-        for file in ["log", "checkpoint"] {
+        for file in ["log.0", "log.1", "checkpoint"] {
             std::fs::copy(dir.join(file), copy.join(file)).unwrap();
         }
         std::fs::write(copy.join("data.mdb"), data).unwrap();
@@ -1566,6 +1660,8 @@ mod tests {
             "{}: the recovered state differs",
             dir.display()
         );
+        // Its store stays open (a test's writer is never stopped).
+        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[tokio::test(flavor = "multi_thread")]
@@ -1627,6 +1723,28 @@ mod tests {
             }
         }
         assert_holds(&crashed_copy(&dir, "half", &partial), &model).await;
+        remove(&ns, dir).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_crash_amid_checkpoints_in_the_background_recovers_every_commit() {
+        // A log so small that checkpoints begin every few groups and its
+        // files fill while one is under way.
+        let limits = MapLimits {
+            initial: 64 << 20,
+            ceiling: 64 << 20,
+            log: 64 << 10,
+        };
+        let (dir, ns) = open_with("crash-background", limits);
+        let mut model = std::collections::BTreeMap::new();
+        for round in 0..6 {
+            churn(&ns, round, &mut model).await;
+            // The writer is idle between groups; a checkpoint may be
+            // under way, which changes no page a commit made.
+            let now = std::fs::read(dir.join("data.mdb")).unwrap();
+            assert_holds(&crashed_copy(&dir, &format!("bg{round}"), &now), &model).await;
+        }
+        assert!(ns.store().stats().checkpoints.load(Ordering::Relaxed) > 6);
         remove(&ns, dir).await;
     }
 }

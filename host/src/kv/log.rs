@@ -3,10 +3,11 @@
 //! dirtied and flushes twice ("Key-value store" 11 in `docs/design.md`).
 //!
 //! Files, beside LMDB's in its directory:
-//! - `log`: a preallocated ring of records, each a group's writes;
+//! - `log.0`, `log.1`: the records of even and odd epochs, each a group's
+//!   writes, in a preallocated file;
 //! - `checkpoint`: the two meta pages of a synced LMDB state, and the epoch
 //!   of the records that follow that state;
-//! - `log.<epoch>.<offset>`: a group's writes too large for the ring.
+//! - `log-overflow.<epoch>.<offset>`: a group's writes too large for a file.
 //!
 //! Invariants:
 //! 1. A group's record is written and flushed before LMDB commits the group
@@ -16,15 +17,25 @@
 //!    checkpoint, the writer holds a read transaction on C, so LMDB never
 //!    reuses a page of C: on disk, C stays whole whatever later unsynced
 //!    writes reach the file, and so do its meta pages' copies in
-//!    `checkpoint`.
-//! 3. The records of C's epoch are every group committed after C, in commit
-//!    order, from offset 0, each naming its LMDB transaction; a group that
-//!    wrote nothing is aborted, not committed. A record is valid when it
-//!    carries the epoch and its digest matches; the first invalid one ends
-//!    the log (each record is flushed before the next is written).
+//!    `checkpoint`. A checkpoint is begun by the writer, which reads the
+//!    meta pages of the state D it is at and takes a read transaction on
+//!    it, and finished in the background: the data file synced, then
+//!    `checkpoint` replaced. Only then does the writer let C go. One is
+//!    under way at a time.
+//! 3. The records after C are those of C's epoch, then those of the next:
+//!    every group committed after C, in commit order, each file from offset
+//!    0, each record naming its LMDB transaction; a group that wrote
+//!    nothing is aborted, not committed. A checkpoint begun while the last
+//!    one is finished starts the next epoch, in the other file (whose
+//!    records are two epochs old); one begun after a checkpoint failed
+//!    names the epoch being written, which began before its state. A
+//!    record is valid when it carries the epoch and its digest matches;
+//!    the first invalid one ends its file (each record is flushed before
+//!    the next is written).
 //! 4. Recovery writes C's meta pages back, opens LMDB at C and applies the
 //!    records in order. Writes are absolute (a put or a delete of a key),
-//!    so applying them on C gives the state of the last one. A data file
+//!    so applying them on C gives the state of the last one, and so does
+//!    applying them on a later state the first of them led to. A data file
 //!    whose newest transaction is past the last record's was committed to
 //!    by another program, with LMDB's syncs: it is kept as it is, and the
 //!    log set aside.
@@ -236,7 +247,13 @@ pub struct Recovered {
     pub last_txnid: Option<u64>,
 }
 
-/// Reads the checkpoint and the records of its epoch.
+/// The file holding the records of `epoch`: the two alternate.
+fn log_name(epoch: u64) -> String {
+    format!("{LOG}.{}", epoch % 2)
+}
+
+/// Reads the checkpoint and the records of its epoch, then those of the
+/// next (written while a checkpoint naming it was under way).
 pub fn recover(dir: &Path) -> io::Result<Recovered> {
     let checkpoint = Checkpoint::read(dir)?;
     let mut recovered = Recovered {
@@ -248,14 +265,26 @@ pub fn recover(dir: &Path) -> io::Result<Recovered> {
     let Some(checkpoint) = checkpoint else {
         return Ok(recovered);
     };
+    for epoch in [checkpoint.epoch, checkpoint.epoch + 1] {
+        let before = recovered.records;
+        recover_epoch(dir, epoch, &mut recovered)?;
+        if recovered.records == before {
+            break;
+        }
+    }
+    Ok(recovered)
+}
+
+/// Adds the valid records of `epoch` to `recovered`.
+fn recover_epoch(dir: &Path, epoch: u64, recovered: &mut Recovered) -> io::Result<()> {
     let mut log = Vec::new();
-    match File::open(dir.join(LOG)) {
+    match File::open(dir.join(log_name(epoch))) {
         Ok(mut file) => file.read_to_end(&mut log)?,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(recovered),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(e),
     };
     let mut offset = 0;
-    while let Some((txnid, payload)) = record_at(&log, offset, checkpoint.epoch) {
+    while let Some((txnid, payload)) = record_at(&log, offset, epoch) {
         let malformed = || {
             io::Error::other(format!(
                 "the key-value store's log holds a malformed record at {offset}"
@@ -263,7 +292,7 @@ pub fn recover(dir: &Path) -> io::Result<Recovered> {
         };
         let writes = match payload.first() {
             Some(&OVERFLOW) => {
-                let name = overflow_name(checkpoint.epoch, offset as u64);
+                let name = overflow_name(epoch, offset as u64);
                 let bytes = fs::read(dir.join(&name))?;
                 if Sha256::digest(&bytes).as_slice() != &payload[1..] {
                     return Err(io::Error::other(format!(
@@ -279,7 +308,7 @@ pub fn recover(dir: &Path) -> io::Result<Recovered> {
         recovered.last_txnid = Some(txnid);
         offset += HEADER + payload.len();
     }
-    Ok(recovered)
+    Ok(())
 }
 
 /// The LMDB transaction and payload of the valid record of `epoch` at
@@ -315,7 +344,7 @@ pub fn meta_txnid(metas: &[u8]) -> Option<u64> {
 }
 
 fn overflow_name(epoch: u64, offset: u64) -> String {
-    format!("{LOG}.{epoch}.{offset}")
+    format!("{LOG}-overflow.{epoch}.{offset}")
 }
 
 /// Whether a process other than this one has LMDB's lock file in `dir`
@@ -371,66 +400,120 @@ pub fn restore_metas(dir: &Path, metas: &[u8]) -> io::Result<()> {
 /// The log, open for writing records of one epoch.
 pub struct Log {
     dir: PathBuf,
-    file: File,
+    /// The files of even and odd epochs.
+    files: [File; 2],
+    /// Each file's size.
     capacity: u64,
+    /// The epoch records are written in.
     epoch: u64,
+    /// The epoch the checkpoint file names: `epoch`, or the one before
+    /// while a checkpoint is under way or after one failed.
+    durable: u64,
     /// Where the next record goes.
     offset: u64,
     /// Where the last record went, until the next.
     last: Option<u64>,
 }
 
+/// A checkpoint begun: its epoch and the meta pages of its state, to be
+/// made durable by [`Checkpoint::finish`] once the data file is synced.
+pub struct Begun {
+    pub epoch: u64,
+    metas: Vec<u8>,
+}
+
+impl Begun {
+    /// Writes the checkpoint file; the data file must have been synced
+    /// since the state was read.
+    pub fn finish(self, dir: &Path) -> io::Result<u64> {
+        let boot = boot_id();
+        Checkpoint {
+            epoch: self.epoch,
+            boot,
+            metas: self.metas,
+        }
+        .write(dir)?;
+        Ok(self.epoch)
+    }
+}
+
 impl Log {
-    /// Opens the log in `dir`, preallocated to `capacity` octets (written
-    /// once, so a record's flush never waits on allocation), and starts
-    /// the epoch after `checkpoint` with a checkpoint of `metas`.
+    /// Opens the log's two files in `dir`, each preallocated to half of
+    /// `size` octets (written once, so a record's flush never waits on
+    /// allocation), past the epochs `checkpoint` left records in, and
+    /// checkpoints `metas`, a synced state.
     pub fn open(
         dir: &Path,
-        capacity: u64,
+        size: u64,
         checkpoint: Option<&Checkpoint>,
         metas: Vec<u8>,
     ) -> io::Result<Log> {
-        let path = dir.join(LOG);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)?;
-        let mut length = file.metadata()?.len();
-        if length < capacity {
-            let zeros = vec![0; FILL_CHUNK];
-            while length < capacity {
-                let n = (capacity - length).min(FILL_CHUNK as u64) as usize;
-                file.write_all_at(&zeros[..n], length)?;
-                length += n as u64;
+        let capacity = size / 2;
+        let open = |parity: u64| -> io::Result<File> {
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(dir.join(log_name(parity)))?;
+            let mut length = file.metadata()?.len();
+            if length < capacity {
+                let zeros = vec![0; FILL_CHUNK];
+                while length < capacity {
+                    let n = (capacity - length).min(FILL_CHUNK as u64) as usize;
+                    file.write_all_at(&zeros[..n], length)?;
+                    length += n as u64;
+                }
+                file.sync_all()?;
             }
-            file.sync_all()?;
-            crate::durable::sync_dir(dir)?;
-        }
+            Ok(file)
+        };
+        let files = [open(0)?, open(1)?];
+        crate::durable::sync_dir(dir)?;
+        // Both files may hold records of the last two epochs.
+        let epoch = checkpoint.map_or(0, |c| c.epoch + 2);
         let mut log = Log {
             dir: dir.to_path_buf(),
-            file,
-            capacity: length,
-            epoch: checkpoint.map_or(0, |c| c.epoch),
+            files,
+            capacity,
+            epoch,
+            durable: epoch,
             offset: 0,
             last: None,
         };
-        log.checkpoint(metas)?;
+        let begun = Begun { epoch, metas };
+        log.finished(begun.finish(dir)?);
         Ok(log)
     }
 
-    /// Records of the next epoch follow a synced state whose meta pages
-    /// are `metas`.
-    pub fn checkpoint(&mut self, metas: Vec<u8>) -> io::Result<()> {
-        let epoch = self.epoch + 1;
-        let boot = boot_id();
-        Checkpoint { epoch, boot, metas }.write(&self.dir)?;
-        self.remove_overflows(self.epoch);
-        self.epoch = epoch;
-        self.offset = 0;
-        self.last = None;
-        Ok(())
+    /// Begins a checkpoint of the state LMDB holds now, whose meta pages
+    /// are `metas`: records go to the next epoch's file from here, unless
+    /// the last checkpoint failed, in which case this one names the epoch
+    /// being written (records already in its state are applied again at
+    /// recovery, which leaves it as it is: `log` 4).
+    pub fn begin(&mut self, metas: Vec<u8>) -> Begun {
+        if self.durable == self.epoch {
+            self.epoch += 1;
+            self.offset = 0;
+            self.last = None;
+        }
+        Begun {
+            epoch: self.epoch,
+            metas,
+        }
+    }
+
+    /// The checkpoint naming `epoch` is durable: the records before it
+    /// are no longer needed.
+    pub fn finished(&mut self, epoch: u64) {
+        self.durable = epoch;
+        self.remove_overflows(epoch);
+    }
+
+    /// Whether the checkpoint file names the epoch being written, so that
+    /// the next checkpoint may begin a new one.
+    pub fn settled(&self) -> bool {
+        self.durable == self.epoch
     }
 
     /// Whether a record of `length` payload octets fits after the last.
@@ -472,8 +555,9 @@ impl Log {
         bytes.extend_from_slice(&(payload.len() as u32).to_be_bytes());
         bytes.extend_from_slice(&digest(self.epoch, txnid, payload));
         bytes.extend_from_slice(payload);
-        self.file.write_all_at(&bytes, self.offset)?;
-        self.file.sync_data()?;
+        let file = &self.files[(self.epoch % 2) as usize];
+        file.write_all_at(&bytes, self.offset)?;
+        file.sync_data()?;
         self.last = Some(self.offset);
         self.offset += bytes.len() as u64;
         Ok(())
@@ -484,21 +568,28 @@ impl Log {
         let Some(at) = self.last.take() else {
             return Ok(());
         };
-        self.file.write_all_at(&[0; HEADER], at)?;
-        self.file.sync_data()?;
+        let file = &self.files[(self.epoch % 2) as usize];
+        file.write_all_at(&[0; HEADER], at)?;
+        file.sync_data()?;
         self.offset = at;
         Ok(())
     }
 
-    /// Removes the overflow files of `epoch`, which a checkpoint made
-    /// unneeded; one left behind is only space.
+    /// Removes the overflow files of epochs before `epoch`, which its
+    /// checkpoint made unneeded; one left behind is only space.
     fn remove_overflows(&self, epoch: u64) {
-        let prefix = format!("{LOG}.{epoch}.");
+        let prefix = format!("{LOG}-overflow.");
         let Ok(entries) = fs::read_dir(&self.dir) else {
             return;
         };
         for entry in entries.flatten() {
-            if entry.file_name().to_string_lossy().starts_with(&prefix) {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let older = name
+                .strip_prefix(&prefix)
+                .and_then(|rest| rest.split('.').next())
+                .and_then(|e| e.parse::<u64>().ok())
+                .is_some_and(|e| e < epoch);
+            if older {
                 let _ = fs::remove_file(entry.path());
             }
         }
@@ -566,22 +657,65 @@ mod tests {
         fs::remove_dir_all(dir).unwrap();
     }
 
+    /// A checkpoint begun and finished at once.
+    fn checkpoint(log: &mut Log, dir: &Path, metas: Vec<u8>) {
+        let begun = log.begin(metas);
+        log.finished(begun.finish(dir).unwrap());
+    }
+
     #[test]
-    fn a_checkpoint_ends_the_epoch_and_stale_records_stay_out() {
+    fn a_checkpoint_under_way_keeps_the_records_before_it() {
         let dir = temp_dir("epoch");
         let mut log = Log::open(&dir, 1 << 16, None, vec![1; 8]).unwrap();
         for n in 0..3u8 {
             log.append(&record(&[("a", &[n], Some(b"old"))]), 1)
                 .unwrap();
         }
-        log.checkpoint(vec![2; 8]).unwrap();
-        log.append(&record(&[("a", b"new", Some(b"x"))]), 1)
+        // Begun, not finished: records go to the next file, and recovery
+        // reads both, from the checkpoint before.
+        let begun = log.begin(vec![2; 8]);
+        log.append(&record(&[("a", b"new", Some(b"x"))]), 2)
             .unwrap();
         let recovered = recover(&dir).unwrap();
+        assert_eq!(recovered.checkpoint.unwrap().metas, vec![1; 8]);
+        assert_eq!((recovered.records, recovered.last_txnid), (4, Some(2)));
+        // Finished: only the records after it.
+        log.finished(begun.finish(&dir).unwrap());
+        let recovered = recover(&dir).unwrap();
         assert_eq!(recovered.checkpoint.unwrap().metas, vec![2; 8]);
-        // The new epoch's one record; the old epoch's second and third,
-        // still in the ring past it, are not of this epoch.
         assert_eq!(recovered.records, 1);
+        // The next epoch writes the first file again: the old records
+        // still in it are not of its epoch.
+        checkpoint(&mut log, &dir, vec![3; 8]);
+        log.append(&record(&[("a", b"newer", Some(b"y"))]), 3)
+            .unwrap();
+        let recovered = recover(&dir).unwrap();
+        assert_eq!((recovered.records, recovered.last_txnid), (1, Some(3)));
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_checkpoint_that_failed_is_followed_by_one_naming_the_same_epoch() {
+        let dir = temp_dir("failed");
+        let mut log = Log::open(&dir, 1 << 16, None, vec![1; 8]).unwrap();
+        log.append(&record(&[("a", b"1", Some(b"before"))]), 1)
+            .unwrap();
+        let failed = log.begin(vec![2; 8]);
+        drop(failed);
+        assert!(!log.settled());
+        log.append(&record(&[("a", b"2", Some(b"during"))]), 2)
+            .unwrap();
+        // The retry stays in the epoch being written: the records of the
+        // one before are still the checkpoint's.
+        let retry = log.begin(vec![3; 8]);
+        log.append(&record(&[("a", b"3", Some(b"after"))]), 3)
+            .unwrap();
+        assert_eq!(recover(&dir).unwrap().records, 3);
+        log.finished(retry.finish(&dir).unwrap());
+        assert!(log.settled());
+        // Its epoch's records, from its start: the one before the retry
+        // began too, which its state already holds.
+        assert_eq!(recover(&dir).unwrap().records, 2);
         fs::remove_dir_all(dir).unwrap();
     }
 
@@ -597,7 +731,10 @@ mod tests {
         log.append(&record(&[("a", b"3", Some(b"after"))]), 1)
             .unwrap();
         // A byte of the second record's payload lost.
-        let file = OpenOptions::new().write(true).open(dir.join(LOG)).unwrap();
+        let file = OpenOptions::new()
+            .write(true)
+            .open(dir.join(log_name(log.epoch)))
+            .unwrap();
         file.write_all_at(b"X", second + HEADER as u64 + 3).unwrap();
         assert_eq!(recover(&dir).unwrap().records, 1);
 
@@ -628,7 +765,7 @@ mod tests {
     #[test]
     fn a_record_larger_than_the_ring_goes_to_its_own_file() {
         let dir = temp_dir("overflow");
-        let mut log = Log::open(&dir, 4096, None, vec![1; 8]).unwrap();
+        let mut log = Log::open(&dir, 8192, None, vec![1; 8]).unwrap();
         let large = vec![9u8; 10_000];
         let record = record(&[("a", b"large", Some(&large))]);
         assert!(!log.fits(&record));
@@ -636,9 +773,11 @@ mod tests {
         let recovered = recover(&dir).unwrap();
         assert_eq!(recovered.records, 1);
         assert!(matches!(&recovered.writes[0], Write::Put { value, .. } if *value == large));
+        let name = overflow_name(log.epoch, 0);
+        assert!(dir.join(&name).exists());
         // The next checkpoint removes it.
-        log.checkpoint(vec![2; 8]).unwrap();
-        assert!(!dir.join(overflow_name(1, 0)).exists());
+        checkpoint(&mut log, &dir, vec![2; 8]);
+        assert!(!dir.join(name).exists());
         fs::remove_dir_all(dir).unwrap();
     }
 }
