@@ -209,6 +209,8 @@ fn the_map_grows_to_its_ceiling_then_refuses_writes_by_name_and_serves_reads() {
         text(&refused)
     );
     assert!(grown > INITIAL, "the map never grew ({grown})");
+    // Each growth is preceded by a checkpoint (`kv::lmdb` 8).
+    assert!(gauge(&management, "lab_kv_checkpoints_total") > 0);
     assert_eq!(gauge(&management, "lab_kv_map_size_bytes"), CEILING);
     assert_no_room(&refused, "--lmdb-map-ceiling");
     assert!(

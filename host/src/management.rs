@@ -128,14 +128,18 @@ pub async fn serve(
 fn kv_metrics(stats: &crate::kv::Stats) -> String {
     use std::sync::atomic::Ordering::Relaxed;
     format!(
-        "# HELP lab_kv_commits_total Durable commits of the key-value store (one fsync each).\n\
+        "# HELP lab_kv_commits_total Durable commits of the key-value store (one flush of its log each).\n\
          # TYPE lab_kv_commits_total counter\n\
          lab_kv_commits_total {}\n\
          # HELP lab_kv_transactions_total Write transactions made durable by those commits.\n\
          # TYPE lab_kv_transactions_total counter\n\
-         lab_kv_transactions_total {}\n",
+         lab_kv_transactions_total {}\n\
+         # HELP lab_kv_checkpoints_total Checkpoints of the key-value store: its data file synced, its log's epoch ended.\n\
+         # TYPE lab_kv_checkpoints_total counter\n\
+         lab_kv_checkpoints_total {}\n",
         stats.groups.load(Relaxed),
-        stats.transactions.load(Relaxed)
+        stats.transactions.load(Relaxed),
+        stats.checkpoints.load(Relaxed)
     )
 }
 
