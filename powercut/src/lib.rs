@@ -87,6 +87,12 @@ impl Mounted {
         self.tree.lock().unwrap().cut()
     }
 
+    /// The power cut after the disk wrote back the unsynced pages `keep`
+    /// answers true for ([`model::Tree::cut_keeping`]).
+    pub fn cut_keeping(&self, keep: &mut dyn FnMut() -> bool) -> Image {
+        self.tree.lock().unwrap().cut_keeping(keep)
+    }
+
     /// Unmounts; fails if a process still holds a file open in it.
     pub fn unmount(mut self) -> std::io::Result<()> {
         match self.session.take() {

@@ -4,7 +4,9 @@
 //! The model, deliberately simple and stricter than any real filesystem:
 //! 1. A file's bytes and length become durable only by `fsync`/`fdatasync`
 //!    of that file (both make the whole file durable), or, for one write,
-//!    by writing through a descriptor opened with `O_SYNC`/`O_DSYNC`.
+//!    by writing through a descriptor opened with `O_SYNC`/`O_DSYNC`. A cut
+//!    may also keep any of the pages written since ([`Tree::cut_keeping`]),
+//!    as a disk's writeback leaves them.
 //! 2. A directory's entries (create, mkdir, rename, unlink, rmdir) become
 //!    durable only by `fsync` of that directory, which makes all of them
 //!    durable at once. A name that is durable points at an inode; what the
@@ -146,6 +148,31 @@ impl Tree {
             },
         );
         ino
+    }
+
+    /// The power cut after the disk wrote back some of what was not
+    /// synced: each unsynced page of each file whose `keep` answers true is
+    /// kept (its live bytes made durable, the file's durable length grown
+    /// to hold it); directory entries stay as synced.
+    pub fn cut_keeping(&mut self, keep: &mut dyn FnMut() -> bool) -> Image {
+        for inode in self.inodes.values_mut() {
+            let Node::File(file) = &mut inode.node else {
+                continue;
+            };
+            let length = file.live.len();
+            for page in std::mem::take(&mut file.dirty) {
+                let start = page * PAGE;
+                if start >= length || !keep() {
+                    continue;
+                }
+                let end = (start + PAGE).min(length);
+                if file.durable.len() < end {
+                    file.durable.resize(end, 0);
+                }
+                file.durable[start..end].copy_from_slice(&file.live[start..end]);
+            }
+        }
+        self.cut()
     }
 
     /// The power cut: the durable image now, and every later operation
@@ -471,6 +498,30 @@ mod tests {
         tree.write(ino, 3 * PAGE as u64, b"lost too", false)
             .unwrap();
         assert_eq!(root_entries(tree.cut())[name("a")], file(&big));
+    }
+
+    #[test]
+    fn a_cut_may_keep_any_unsynced_page_and_no_unsynced_name() {
+        let mut tree = Tree::from_image(&Image::empty());
+        let ino = tree.create(ROOT, name("a"), 0o644, false).unwrap();
+        let big = vec![b'0'; 3 * PAGE];
+        tree.write(ino, 0, &big, false).unwrap();
+        tree.sync_file(ino).unwrap();
+        tree.sync_dir(ROOT).unwrap();
+        // Pages 0 and 2 rewritten, and a fourth page past the end.
+        tree.write(ino, 0, b"first", false).unwrap();
+        tree.write(ino, 2 * PAGE as u64, b"third", false).unwrap();
+        tree.write(ino, 3 * PAGE as u64, b"fourth", false).unwrap();
+        tree.create(ROOT, name("b"), 0o644, false).unwrap();
+        // Pages in order: 0 kept, 2 not, 3 kept.
+        let mut answers = [true, false, true].into_iter();
+        let image = tree.cut_keeping(&mut || answers.next().unwrap());
+        let mut expected = big.clone();
+        expected[..5].copy_from_slice(b"first");
+        expected.extend_from_slice(b"fourth");
+        let entries = root_entries(image);
+        assert_eq!(entries.len(), 1, "the unsynced name is not kept");
+        assert_eq!(entries[name("a")], file(&expected));
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Crashes of a running `labd`: `kill -9`, after which the operating
-//! system's page cache survives, or a power cut, after which only what was
-//! made durable (fsync of a file for its bytes, fsync of a directory for
-//! its names) survives.
+//! system's page cache survives, or a power cut, after which what was made
+//! durable (fsync of a file for its bytes, fsync of a directory for its
+//! names) survives, with a random part of the pages written and not synced.
 //!
 //! For a power cut, the state directory is a `lab-powercut` filesystem
 //! mounted over FUSE: the cut keeps its durable image, `labd` is killed,
@@ -26,7 +26,8 @@ use std::sync::Arc;
 pub enum Crash {
     /// SIGKILL: writes in the page cache survive.
     Kill9,
-    /// Power loss: only what was synced survives.
+    /// Power loss: what was synced survives, and any part of what was not
+    /// (a random half of the unsynced pages, as a disk's writeback left it).
     PowerCut,
 }
 
@@ -81,7 +82,15 @@ impl Crashable {
     /// SIGKILL; the state directory then holds what survived.
     pub fn crash(&mut self) {
         self.watch.crashing.store(true, Ordering::SeqCst);
-        let image = self.mounted.as_ref().map(Mounted::cut);
+        let mut bits = random_threshold(0, usize::MAX) as u64 | 1;
+        let mut coin = move || {
+            // xorshift64: a fresh sequence each crash.
+            bits ^= bits << 13;
+            bits ^= bits >> 7;
+            bits ^= bits << 17;
+            bits & 1 == 1
+        };
+        let image = self.mounted.as_ref().map(|m| m.cut_keeping(&mut coin));
         let labd = self.labd.take().expect("labd is running");
         labd.kill();
         if let (Some(mounted), Some(image)) = (self.mounted.take(), image) {
