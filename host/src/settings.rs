@@ -234,9 +234,9 @@ pub struct Settings {
     #[arg(long, env = "LAB_LMDB_MAP_CEILING")]
     pub lmdb_map_ceiling: Option<usize>,
 
-    /// The key-value store's write-ahead log, in bytes of disk written
-    /// once at start; LMDB syncs itself each time the log is three quarters
-    /// full, or its map's high-water mark climbed this far
+    /// The key-value store's write-ahead log (two files, half each), in
+    /// bytes of disk written once at start; LMDB syncs itself each time a
+    /// log file is half full, or its map's high-water mark climbed this far
     /// [default: an eighth of the map at start, from 1 MiB to 16 MiB].
     #[arg(long, env = "LAB_LMDB_LOG_SIZE",
           value_parser = clap::value_parser!(u64).range(65536..=1 << 32))]

@@ -49,6 +49,23 @@ pub struct FileNode {
     dirty: BTreeSet<usize>,
 }
 
+impl FileNode {
+    /// Makes the live bytes of `page` durable, growing the durable length
+    /// to hold them; a page past the live end holds nothing to keep.
+    fn keep_page(&mut self, page: usize) {
+        let start = page * PAGE;
+        let length = self.live.len();
+        if start >= length {
+            return;
+        }
+        let end = (start + PAGE).min(length);
+        if self.durable.len() < end {
+            self.durable.resize(end, 0);
+        }
+        self.durable[start..end].copy_from_slice(&self.live[start..end]);
+    }
+}
+
 /// A directory: its live and its durable entries.
 #[derive(Default)]
 pub struct DirNode {
@@ -159,17 +176,10 @@ impl Tree {
             let Node::File(file) = &mut inode.node else {
                 continue;
             };
-            let length = file.live.len();
             for page in std::mem::take(&mut file.dirty) {
-                let start = page * PAGE;
-                if start >= length || !keep() {
-                    continue;
+                if keep() {
+                    file.keep_page(page);
                 }
-                let end = (start + PAGE).min(length);
-                if file.durable.len() < end {
-                    file.durable.resize(end, 0);
-                }
-                file.durable[start..end].copy_from_slice(&file.live[start..end]);
             }
         }
         self.cut()
@@ -412,11 +422,7 @@ impl Tree {
         file.durable.resize(length, 0);
         file.durable[grown_from..].copy_from_slice(&file.live[grown_from..]);
         for page in std::mem::take(&mut file.dirty) {
-            let start = page * PAGE;
-            if start < length {
-                let end = (start + PAGE).min(length);
-                file.durable[start..end].copy_from_slice(&file.live[start..end]);
-            }
+            file.keep_page(page);
         }
         Ok(())
     }

@@ -31,11 +31,13 @@
 //!    answered, whatever it met, once its group commits ("Key-value store"
 //!    10 in `docs/design.md`).
 //! 8. LMDB runs without its syncs; the write-ahead log ([`super::log`]) and
-//!    its checkpoints keep it whole. The writer checkpoints when the log
-//!    is three quarters full or the map's high-water mark climbed by the
-//!    log's size, when a transaction found the map full, before the map
-//!    grows, and when asked ([`KvStore::checkpoint`]); between checkpoints
-//!    it holds a read transaction on the last one. Opening recovers: the
+//!    its checkpoints keep it whole. The writer begins a checkpoint, which
+//!    a thread of its own finishes, when a log file is half full or the
+//!    map's high-water mark climbed by the log's size; it finishes one
+//!    before going on when a log file is full, when a transaction found
+//!    the map full, before the map grows, and when asked
+//!    ([`KvStore::checkpoint`]). Until a checkpoint is finished it holds a
+//!    read transaction on the one before. Opening recovers: the
 //!    checkpoint's meta pages written back, the log's writes applied, and
 //!    a checkpoint of the result.
 
@@ -168,8 +170,8 @@ pub struct MapLimits {
     pub initial: usize,
     /// Past it, writes that need room are refused.
     pub ceiling: usize,
-    /// The write-ahead log's ring, in bytes; also how far the map's
-    /// high-water mark may climb between checkpoints.
+    /// The write-ahead log's two files together, in bytes; also how far
+    /// the map's high-water mark may climb between checkpoints.
     pub log: u64,
 }
 
@@ -270,7 +272,7 @@ impl KvStore {
 
         let (jobs, queue) = sync_mpsc::channel();
         let gate = Arc::new(MapGate::default());
-        let writer = Writer {
+        let mut writer = Writer {
             env: env.clone(),
             stats: Arc::new(Stats::default()),
             gate: Arc::clone(&gate),
@@ -279,12 +281,14 @@ impl KvStore {
             ahead: RefCell::new(Ahead {
                 log,
                 pin: Some(pin),
-                checkpointed_at: env.info().last_page_number,
+                // Set from the map's use, just below.
+                checkpointed_at: 0,
                 pending: None,
                 checkpointer: Checkpointer::start(dir).map_err(io)?,
             }),
         };
-        writer.record_use();
+        let (_, used) = writer.record_use();
+        writer.ahead.get_mut().checkpointed_at = used;
         let stats = Arc::clone(&writer.stats);
         std::thread::Builder::new()
             .name("kv-writer".into())
@@ -565,10 +569,10 @@ struct Ahead {
     /// A read transaction on the checkpoint's state, so LMDB reuses none
     /// of its pages; `None` only while the map is remapped.
     pin: Option<RoTxn<'static, WithoutTls>>,
-    /// The map's last page at the checkpoint.
+    /// The map's high-water mark at the checkpoint, in bytes.
     checkpointed_at: usize,
     /// The checkpoint under way: a read transaction on its state, and the
-    /// map's last page then.
+    /// map's high-water mark then.
     pending: Option<(RoTxn<'static, WithoutTls>, usize)>,
     checkpointer: Checkpointer,
 }
@@ -602,6 +606,15 @@ impl Checkpointer {
 
 fn checkpointer_stopped() -> KvError {
     KvError::Storage("the key-value store's checkpoint thread stopped".into())
+}
+
+/// Whether a checkpoint is due: the log's file half full, or the map's
+/// high-water mark, `used` bytes, climbed by the log's size since the
+/// checkpoint (the pages it pins).
+fn checkpoint_due(ahead: &Ahead, used: usize) -> bool {
+    let capacity = ahead.log.capacity();
+    let climbed = used.saturating_sub(ahead.checkpointed_at) as u64;
+    ahead.log.used().saturating_mul(2) >= capacity || climbed >= capacity.saturating_mul(2)
 }
 
 /// Applies a log's writes in `txn` (invariant 8).
@@ -651,7 +664,7 @@ impl Writer {
                 // A full map may be full of pages the checkpoint pins.
                 let checkpointed = if found_full {
                     self.checkpoint(&mut ahead)
-                } else if self.checkpoint_due(&ahead) {
+                } else if checkpoint_due(&ahead, used) {
                     self.begin_checkpoint(&mut ahead)
                 } else {
                     Ok(())
@@ -748,21 +761,6 @@ impl Writer {
         })
     }
 
-    /// Whether a checkpoint is due: the log's file half full, or the map's
-    /// high-water mark climbed by the log's size since the checkpoint (the
-    /// pages it pins).
-    fn checkpoint_due(&self, ahead: &Ahead) -> bool {
-        let capacity = ahead.log.capacity();
-        let page = self.env.stat().page_size as u64;
-        let climbed = self
-            .env
-            .info()
-            .last_page_number
-            .saturating_sub(ahead.checkpointed_at);
-        ahead.log.used().saturating_mul(2) >= capacity
-            || (climbed as u64).saturating_mul(page) >= capacity.saturating_mul(2)
-    }
-
     /// Begins a checkpoint of the state LMDB holds now, unless one is
     /// under way (`log` 2).
     fn begin_checkpoint(&self, ahead: &mut Ahead) -> Result<(), KvError> {
@@ -778,7 +776,9 @@ impl Writer {
             .begun
             .send(begun)
             .map_err(|_| checkpointer_stopped())?;
-        ahead.pending = Some((pin, self.env.info().last_page_number));
+        // The writer's gauge, kept after every group: the state just read.
+        let used = self.stats.map_used.load(Ordering::Relaxed) as usize;
+        ahead.pending = Some((pin, used));
         Ok(())
     }
 
@@ -797,13 +797,13 @@ impl Writer {
                 answer => answer.ok(),
             }
         };
-        let (pin, last_page) = ahead.pending.take().expect("a checkpoint under way");
+        let (pin, used) = ahead.pending.take().expect("a checkpoint under way");
         let epoch = outcome
             .ok_or_else(checkpointer_stopped)?
             .map_err(io_error)?;
         ahead.log.finished(epoch);
         ahead.pin = Some(pin);
-        ahead.checkpointed_at = last_page;
+        ahead.checkpointed_at = used;
         self.stats.checkpoints.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
