@@ -627,6 +627,7 @@ async fn appends(
     let mut labd: [Load; CLIENTS.len()] = Default::default();
     let mut sql: [(u64, Duration); CLIENTS.len()] = Default::default();
     let (mut head, mut noop, mut empty) = (Load::default(), Load::default(), Load::default());
+    let mut replay = Load::default();
     let (mut noop_one, mut empty_one, mut replay_one) =
         (Load::default(), Load::default(), Load::default());
     for _ in 0..ROUNDS {
@@ -657,10 +658,12 @@ async fn appends(
             noop_one.add(head_load(target, native, journals, 1, time).await?);
             empty_one.add(empty_load(target, 1, time).await?);
             *run += 1;
-            replay_one.add(replay_load(target, journals, time, *run).await?);
+            replay_one.add(replay_load(target, journals, 1, time, *run).await?);
             head.add(head_load(target, target.operations, journals, GROUP, time).await?);
             noop.add(head_load(target, native, journals, GROUP, time).await?);
             empty.add(empty_load(target, GROUP, time).await?);
+            *run += 1;
+            replay.add(replay_load(target, journals, GROUP, time, *run).await?);
         }
     }
     drop((each, grouped, nested, two_rows));
@@ -730,7 +733,7 @@ async fn appends(
             rows.extend(ceiling_rows(
                 label,
                 load,
-                [&head, &noop, &empty],
+                [&head, &noop, &empty, &replay],
                 per_second(group.batches, group.elapsed),
             ));
         }
@@ -777,15 +780,26 @@ fn postgres_rows(label: &str, version: &str, labd: &[Load], sql: &[(u64, Duratio
 /// appenders (`appends`): `head`, the journal's read-only `head` from as
 /// many clients, `noop`, the same requests to the native hyper server,
 /// which answers from memory (no component, no store), and `empty`, a
-/// journal request that touches no store ([`head_and_noop_rows`]); then the share of
-/// the head rate the appends reach, the head rate against the grouped heed
+/// journal request that touches no store ([`head_and_noop_rows`]), and
+/// `replay`, an append answered from its receipt by as many clients (the
+/// append's request path without its write); then the share of
+/// the head rate the appends reach, the replays' share, the ceiling of the
+/// appends (the replay's core time and a grouped commit's, [`GROUP`] per
+/// commit in heed) and their share of it, the head rate against the grouped heed
 /// baseline (`grouped`, appends/s), and whether the head rate, which an
 /// append could only reach if its write cost nothing, reaches the target's
 /// share of that baseline.
-fn ceiling_rows(label: &str, appends: &Load, ceilings: [&Load; 3], grouped: f64) -> Vec<Row> {
-    let [head, noop, empty] = ceilings;
+fn ceiling_rows(label: &str, appends: &Load, ceilings: [&Load; 4], grouped: f64) -> Vec<Row> {
+    let [head, noop, empty, replay] = ceilings;
     let rate = |load: &Load| per_second(load.written.batches, load.written.elapsed);
     let (append_rate, head_rate) = (rate(appends), rate(head));
+    // On cores kept busy, a rate costs cores / rate of core time per
+    // request; an append costs its replay's and a grouped commit's. heed's
+    // commit is timed on one core, its flush's wait counted as core time,
+    // so the ceiling errs low: a "no" below would be no proof.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let core_micros = |rate: f64| 1e6 * cores as f64 / rate;
+    let ceiling = 1e6 * cores as f64 / (core_micros(rate(replay)) + 1e6 / grouped);
     let needed = GROUPED_TARGET * grouped;
     let reachable = head_rate >= needed;
     let mut rows = head_and_noop_rows(label, head, noop, empty);
@@ -798,6 +812,49 @@ fn ceiling_rows(label: &str, appends: &Load, ceilings: [&Load; 3], grouped: f64)
             verdict(
                 &format!(">= {} of head", percent(APPEND_TARGET)),
                 append_rate >= APPEND_TARGET * head_rate,
+            ),
+        ),
+        Row::new(
+            format!("  ref: append 1 fact c={GROUP} replayed (no write) / journal head c={GROUP}, {label}"),
+            format!(
+                "{:.0} (n={}; labd {:.1} µs CPU/req)",
+                rate(replay),
+                replay.written.batches,
+                replay.cpu.as_secs_f64() * 1e6 / replay.written.batches.max(1) as f64
+            ),
+            format!("{head_rate:.0} journal head c={GROUP}"),
+            percent(rate(replay) / head_rate),
+            "measured: the append's request path without its write".into(),
+        ),
+        Row::new(
+            format!("  ceiling: append 1 fact c={GROUP}, {label}: replayed c={GROUP} + heed grouped commit"),
+            format!(
+                "{ceiling:.0}/s ({:.1} core-µs = {:.1} replayed on {cores} cores + {:.1} heed commit per {GROUP}, \
+                 per append)",
+                core_micros(ceiling),
+                core_micros(rate(replay)),
+                1e6 / grouped
+            ),
+            format!("{head_rate:.0} journal head c={GROUP}"),
+            percent(ceiling / head_rate),
+            format!(
+                "{} of head reachable under this ceiling: {}",
+                percent(APPEND_TARGET),
+                if ceiling >= APPEND_TARGET * head_rate {
+                    "yes"
+                } else {
+                    "no"
+                }
+            ),
+        ),
+        Row::new(
+            format!("  append 1 fact c={GROUP} / its ceiling, {label}"),
+            format!("{append_rate:.0}"),
+            format!("{ceiling:.0} ceiling"),
+            percent(append_rate / ceiling),
+            format!(
+                "the target needs {} of it",
+                percent(APPEND_TARGET * head_rate / ceiling)
             ),
         ),
         Row::new(
@@ -1115,12 +1172,13 @@ async fn empty_load(target: &Target, clients: usize, time: Duration) -> Result<L
     post_load(target, target.operations, clients, time, requests).await
 }
 
-/// One client sending one append again and again for `time`: after the
-/// first, each is answered from a snapshot as a replay (200), so its rate
-/// is an append's request path without the writer and its commit.
+/// `clients` clients sending one append again and again for `time`: after
+/// the first, each is answered from a snapshot as a replay (200), so its
+/// rate is an append's request path without the writer and its commit.
 async fn replay_load(
     target: &Target,
     journals: &Arc<Vec<String>>,
+    clients: usize,
     time: Duration,
     run: u64,
 ) -> Result<Load> {
@@ -1140,7 +1198,7 @@ async fn replay_load(
             Ok(())
         }),
     };
-    post_load(target, target.operations, 1, time, requests).await
+    post_load(target, target.operations, clients, time, requests).await
 }
 
 /// What the clients of a measured run post.
