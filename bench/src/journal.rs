@@ -48,7 +48,7 @@
 
 use crate::client::{self, Conn};
 use crate::lmdb::{self, Lmdb, Rows, Written};
-use crate::measure::{percent, progress, repeatable, verdict, Bound, Row};
+use crate::measure::{percent, progress, reachable, repeatable, verdict, Bound, Row};
 use crate::native::{Native, Routes};
 use crate::postgres::Postgres;
 use anyhow::{bail, ensure, Context, Result};
@@ -389,13 +389,9 @@ fn head_and_noop_rows(label: &str, head: &Load, noop: &Load, empty: &Load) -> Ve
             figure(empty_rate, empty),
             format!("{noop_rate:.0} native hyper no-op"),
             percent(empty_rate / noop_rate),
-            format!(
-                "head's target reachable under this ceiling: {}",
-                if empty_rate / noop_rate >= HEAD_TARGET {
-                    "yes"
-                } else {
-                    "no"
-                }
+            reachable(
+                "head's target reachable under this ceiling",
+                empty_rate / noop_rate >= HEAD_TARGET,
             ),
         ),
         Row::new(
@@ -801,7 +797,6 @@ fn ceiling_rows(label: &str, appends: &Load, ceilings: [&Load; 4], grouped: f64)
     let core_micros = |rate: f64| 1e6 * cores as f64 / rate;
     let ceiling = 1e6 * cores as f64 / (core_micros(rate(replay)) + 1e6 / grouped);
     let needed = GROUPED_TARGET * grouped;
-    let reachable = head_rate >= needed;
     let mut rows = head_and_noop_rows(label, head, noop, empty);
     rows.extend([
         Row::new(
@@ -837,14 +832,9 @@ fn ceiling_rows(label: &str, appends: &Load, ceilings: [&Load; 4], grouped: f64)
             ),
             format!("{head_rate:.0} journal head c={GROUP}"),
             percent(ceiling / head_rate),
-            format!(
-                "{} of head reachable under this ceiling: {}",
-                percent(APPEND_TARGET),
-                if ceiling >= APPEND_TARGET * head_rate {
-                    "yes"
-                } else {
-                    "no"
-                }
+            reachable(
+                &format!("{} of head reachable under this ceiling", percent(APPEND_TARGET)),
+                ceiling >= APPEND_TARGET * head_rate,
             ),
         ),
         Row::new(
@@ -869,10 +859,7 @@ fn ceiling_rows(label: &str, appends: &Load, ceilings: [&Load; 4], grouped: f64)
                 1e6 / needed
             ),
             percent(head_rate / needed),
-            format!(
-                "target reachable at zero write cost: {}",
-                if reachable { "yes" } else { "no" }
-            ),
+            reachable("target reachable at zero write cost", head_rate >= needed),
         ),
     ]);
     rows
@@ -912,14 +899,12 @@ fn single_ceiling_rows(
             ),
             format!("{commit_rate:.0} heed, commit per append"),
             percent(ceiling / commit_rate),
-            format!(
-                "{} of heed reachable under this ceiling: {}",
-                percent(SINGLE_TARGET),
-                if ceiling >= SINGLE_TARGET * commit_rate {
-                    "yes"
-                } else {
-                    "no"
-                }
+            reachable(
+                &format!(
+                    "{} of heed reachable under this ceiling",
+                    percent(SINGLE_TARGET)
+                ),
+                ceiling >= SINGLE_TARGET * commit_rate,
             ),
         ),
         Row::new(

@@ -341,6 +341,11 @@ pub(crate) fn verdict(target: &str, met: bool) -> String {
     format!("{target} ({})", if met { "met" } else { "missed" })
 }
 
+/// Whether a target lies under a ceiling: `question`, answered yes or no.
+pub(crate) fn reachable(question: &str, yes: bool) -> String {
+    format!("{question}: {}", if yes { "yes" } else { "no" })
+}
+
 /// The headers of a `labd` answer that describe the content, as opposed to
 /// the framing and the date, which hyper sets per response.
 pub(crate) fn repeatable(headers: &[(String, String)]) -> Result<Vec<(HeaderName, HeaderValue)>> {
