@@ -39,8 +39,10 @@
 //! Each append row also shows what labd reports over the same time: write
 //! transactions per store commit (its group commit at work, from the
 //! management listener's metrics), the CPU cores its process kept busy, of
-//! those its store's writer thread, and the cores the clients (this
-//! process) used (from /proc). A reference row per
+//! those its store's writer thread, the cores the clients (this
+//! process) used (from /proc), and the bytes written to the device that
+//! holds labd's data per append (from /proc/diskstats, by any process:
+//! labd's log and the write-back of its checkpoints). A reference row per
 //! batch size and layout runs the grouped heed loop with each append in a
 //! nested transaction, as labd's store does.
 //!
@@ -133,6 +135,48 @@ pub struct Target {
     pub management: SocketAddr,
     /// labd's process id: its CPU time is read from /proc.
     pub pid: u32,
+    /// The block device holding labd's data, whose writes are read from
+    /// /proc/diskstats; `None` where it is not a device listed there.
+    pub device: Option<Device>,
+}
+
+/// A block device by its major and minor numbers.
+#[derive(Clone, Copy)]
+pub struct Device {
+    major: u64,
+    minor: u64,
+}
+
+impl Device {
+    /// The device holding `path`.
+    pub fn holding(path: &Path) -> Result<Device> {
+        use std::os::unix::fs::MetadataExt;
+        let dev = std::fs::metadata(path)
+            .with_context(|| format!("stat {}", path.display()))?
+            .dev();
+        // Linux's encoding of a device number (`major()` and `minor()` in
+        // <sys/sysmacros.h>).
+        Ok(Device {
+            major: ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff),
+            minor: (dev & 0xff) | ((dev >> 12) & !0xff),
+        })
+    }
+
+    /// Bytes written to the device since boot, by every process; `None`
+    /// when /proc/diskstats does not list it.
+    pub fn written(&self) -> Result<Option<u64>> {
+        let stats = std::fs::read_to_string("/proc/diskstats").context("read /proc/diskstats")?;
+        // Fields: major, minor, name, then reads (4 fields), then writes:
+        // completed, merged, sectors of 512 octets, milliseconds.
+        Ok(stats
+            .lines()
+            .find_map(|line| {
+                let fields: Vec<&str> = line.split_whitespace().collect();
+                let number = |at: usize| fields.get(at)?.parse::<u64>().ok();
+                (number(0)? == self.major && number(1)? == self.minor).then(|| number(9))?
+            })
+            .map(|sectors| sectors * 512))
+    }
 }
 
 /// The root the service was provisioned with.
@@ -676,7 +720,7 @@ async fn appends(
         };
         let ratio =
             per_second(rate.batches, rate.elapsed) / per_second(baseline.batches, baseline.elapsed);
-        let target = if batch == 1 && clients == 1 {
+        let goal = if batch == 1 && clients == 1 {
             verdict(
                 &format!(">= {} of heed", percent(SINGLE_TARGET)),
                 ratio >= SINGLE_TARGET,
@@ -691,7 +735,7 @@ async fn appends(
             ),
             format!(
                 "{:.0} ({:.0} facts/s; {:.1}/commit; cpu: labd {:.2}, writer {:.2} = {:.1} µs/append, \
-                 bench {:.2})",
+                 bench {:.2}; disk {})",
                 per_second(rate.batches, rate.elapsed),
                 per_second(rate.facts, rate.elapsed),
                 load.transactions as f64 / load.commits.max(1) as f64,
@@ -699,14 +743,16 @@ async fn appends(
                 load.cores(load.writer),
                 load.writer.as_secs_f64() * 1e6 / rate.batches.max(1) as f64,
                 load.cores(load.client),
+                disk_per_append(target, load.disk, rate.batches),
             ),
             format!(
-                "{:.0} heed, {how} (n={})",
+                "{:.0} heed, {how} (n={}; disk {})",
                 per_second(baseline.batches, baseline.elapsed),
-                baseline.batches
+                baseline.batches,
+                disk_per_append(target, baseline.disk, baseline.batches)
             ),
             percent(ratio),
-            target,
+            goal,
         ));
         if clients == 1 {
             let two_rows = per_second(single_two_rows.batches, single_two_rows.elapsed);
@@ -754,6 +800,18 @@ async fn appends(
         "-".into(),
     ));
     Ok(rows)
+}
+
+/// `bytes` written to the device of labd's data over `appends`, per
+/// append, where the device's writes are read.
+fn disk_per_append(target: &Target, bytes: u64, appends: u64) -> String {
+    match target.device {
+        Some(_) => format!(
+            "{:.1} KiB/append",
+            bytes as f64 / 1024.0 / appends.max(1) as f64
+        ),
+        None => "not read".into(),
+    }
 }
 
 /// Single-fact appends of the journal (`labd`) against PostgreSQL (`sql`:
@@ -956,6 +1014,10 @@ struct Load {
     writer: Duration,
     /// CPU time of this process, the clients.
     client: Duration,
+    /// Bytes written to labd's data device meanwhile, by any process
+    /// (labd's log and its checkpoints' page write-back, mostly); zero
+    /// where the target has no device ([`Target::device`]).
+    disk: u64,
     /// The time over which commits and CPU time were counted.
     wall: Duration,
 }
@@ -974,6 +1036,7 @@ impl Load {
         self.writer += other.writer;
         self.client += other.client;
         self.wall += other.wall;
+        self.disk += other.disk;
     }
 }
 
@@ -985,6 +1048,7 @@ struct Sample {
     cpu: Duration,
     writer: Duration,
     client: Duration,
+    disk: u64,
 }
 
 impl Sample {
@@ -1018,6 +1082,10 @@ impl Sample {
             cpu: cpu_time(&format!("/proc/{}/stat", target.pid))?.1,
             writer: writer_time(target.pid)?,
             client: cpu_time("/proc/self/stat")?.1,
+            disk: match target.device {
+                Some(device) => device.written()?.unwrap_or(0),
+                None => 0,
+            },
         })
     }
 
@@ -1029,6 +1097,7 @@ impl Sample {
             cpu: later.cpu.saturating_sub(self.cpu),
             writer: later.writer.saturating_sub(self.writer),
             client: later.client.saturating_sub(self.client),
+            disk: later.disk.saturating_sub(self.disk),
             wall: later.at - self.at,
         }
     }

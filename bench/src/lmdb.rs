@@ -19,7 +19,7 @@
 //! The row kinds share one database behind a one-byte kind prefix,
 //! as labd's tables share one behind their names.
 
-use crate::journal::fact;
+use crate::journal::{fact, Device};
 use crate::measure::Bound;
 use anyhow::{ensure, Context, Result};
 use heed::types::Bytes;
@@ -73,6 +73,10 @@ pub struct Written {
     /// CPU time of the thread that wrote them over `elapsed`, where this
     /// process wrote them ([`Lmdb::appends`]); zero otherwise.
     pub cpu: Duration,
+    /// Bytes written meanwhile to the device holding the environment, by
+    /// any process, where /proc/diskstats lists it ([`Lmdb::appends`]);
+    /// zero otherwise.
+    pub disk: u64,
 }
 
 impl Written {
@@ -81,6 +85,7 @@ impl Written {
         self.facts += other.facts;
         self.elapsed += other.elapsed;
         self.cpu += other.cpu;
+        self.disk += other.disk;
     }
 }
 
@@ -245,6 +250,8 @@ impl Lmdb {
         let mut value = Vec::with_capacity(64);
         let mut next = 0usize;
         let mut commits = 0u64;
+        let device = Device::holding(&self.dir)?;
+        let disk_before = device.written()?;
         let cpu_before = thread_cpu_time()?;
         let started = Instant::now();
         while !bound.done(commits, started) {
@@ -288,6 +295,9 @@ impl Lmdb {
             facts: appended * batch as u64,
             elapsed,
             cpu: thread_cpu_time()?.saturating_sub(cpu_before),
+            disk: disk_before
+                .zip(device.written()?)
+                .map_or(0, |(before, after)| after.saturating_sub(before)),
         })
     }
 

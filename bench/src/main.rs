@@ -166,6 +166,9 @@ fn main() -> Result<()> {
                 operations: labd.journal,
                 management: labd.journal_management,
                 pid: labd.pid(),
+                device: journal::Device::holding(&labd.data_dir)
+                    .ok()
+                    .filter(|device| matches!(device.written(), Ok(Some(_)))),
             },
             coord::Target {
                 operations: labd.coord,
