@@ -158,11 +158,14 @@ fn concurrent_read_modify_writes_lose_nothing_and_share_commits() {
         commits < 256,
         "no two of 32 concurrent transactions shared a commit"
     );
+    // Each commit that wrote flushed one log record, and was timed.
+    assert_eq!(after.2 - before.2, commits);
     eprintln!("256 transactions in {commits} commits");
 }
 
-/// (commits, transactions) of the key-value store so far.
-fn kv_counters(labd: &Labd) -> (u64, u64) {
+/// (commits, transactions, log flushes timed) of the key-value store so
+/// far.
+fn kv_counters(labd: &Labd) -> (u64, u64, u64) {
     let metrics = String::from_utf8(labd.bytes_management().get("/metrics").body).unwrap();
     let counter = |name: &str| -> u64 {
         let line = metrics.lines().find(|l| l.starts_with(name)).unwrap();
@@ -171,6 +174,7 @@ fn kv_counters(labd: &Labd) -> (u64, u64) {
     (
         counter("lab_kv_commits_total"),
         counter("lab_kv_transactions_total"),
+        counter("lab_kv_log_flush_seconds_count"),
     )
 }
 

@@ -37,14 +37,15 @@
 //!   listed space up to the same cutoff.
 //!
 //! Each append row also shows what labd reports over the same time: write
-//! transactions per store commit (its group commit at work, from the
-//! management listener's metrics), the CPU cores its process kept busy, of
-//! those its store's writer thread, the cores the clients (this
-//! process) used (from /proc), and the bytes written to the device that
-//! holds labd's data per append (from /proc/diskstats, by any process:
-//! labd's log and the write-back of its checkpoints). A reference row per
-//! batch size and layout runs the grouped heed loop with each append in a
-//! nested transaction, as labd's store does.
+//! transactions per store commit (its group commit at work) and the mean
+//! time of its log's flush with the share of the time its writer spent in
+//! one (from the management listener's metrics), the CPU cores its process
+//! kept busy, of those its store's writer thread, the cores the clients
+//! (this process) used (from /proc), and the bytes written to the device
+//! that holds labd's data per append (from /proc/diskstats, by any
+//! process: labd's log and the write-back of its checkpoints). A
+//! reference row per batch size and layout runs the grouped heed loop with
+//! each append in a nested transaction, as labd's store does.
 //!
 //! Journals here are spaces this run creates under the root it finds in
 //! `GET /healthz`. Every loop is bounded in count and in time; figures and
@@ -735,7 +736,7 @@ async fn appends(
             ),
             format!(
                 "{:.0} ({:.0} facts/s; {:.1}/commit; cpu: labd {:.2}, writer {:.2} = {:.1} µs/append, \
-                 bench {:.2}; disk {})",
+                 bench {:.2}; log flush {:.0} µs, {} of the time; disk {})",
                 per_second(rate.batches, rate.elapsed),
                 per_second(rate.facts, rate.elapsed),
                 load.transactions as f64 / load.commits.max(1) as f64,
@@ -743,6 +744,8 @@ async fn appends(
                 load.cores(load.writer),
                 load.writer.as_secs_f64() * 1e6 / rate.batches.max(1) as f64,
                 load.cores(load.client),
+                load.flushing.as_secs_f64() * 1e6 / load.flushes.max(1) as f64,
+                percent(load.flushing.as_secs_f64() / load.wall.as_secs_f64().max(1e-9)),
                 disk_per_append(target, load.disk, rate.batches),
             ),
             format!(
@@ -1014,6 +1017,10 @@ struct Load {
     writer: Duration,
     /// CPU time of this process, the clients.
     client: Duration,
+    /// Log flushes of labd's store meanwhile, and their time together
+    /// (its `lab_kv_log_flush_seconds` histogram).
+    flushes: u64,
+    flushing: Duration,
     /// Bytes written to labd's data device meanwhile, by any process
     /// (labd's log and its checkpoints' page write-back, mostly); zero
     /// where the target has no device ([`Target::device`]).
@@ -1036,6 +1043,8 @@ impl Load {
         self.writer += other.writer;
         self.client += other.client;
         self.wall += other.wall;
+        self.flushes += other.flushes;
+        self.flushing += other.flushing;
         self.disk += other.disk;
     }
 }
@@ -1048,6 +1057,8 @@ struct Sample {
     cpu: Duration,
     writer: Duration,
     client: Duration,
+    flushes: u64,
+    flushing: Duration,
     disk: u64,
 }
 
@@ -1075,8 +1086,15 @@ impl Sample {
                 .and_then(|value| value.trim().parse().ok())
                 .with_context(|| format!("metrics without {name}"))
         };
+        let flushing = text
+            .lines()
+            .find_map(|line| line.strip_prefix("lab_kv_log_flush_seconds_sum{} "))
+            .and_then(|value| value.trim().parse::<f64>().ok())
+            .context("metrics without lab_kv_log_flush_seconds_sum")?;
         Ok(Sample {
             at: Instant::now(),
+            flushes: counter("lab_kv_log_flush_seconds_count{}")?,
+            flushing: Duration::from_secs_f64(flushing),
             commits: counter("lab_kv_commits_total")?,
             transactions: counter("lab_kv_transactions_total")?,
             cpu: cpu_time(&format!("/proc/{}/stat", target.pid))?.1,
@@ -1097,6 +1115,8 @@ impl Sample {
             cpu: later.cpu.saturating_sub(self.cpu),
             writer: later.writer.saturating_sub(self.writer),
             client: later.client.saturating_sub(self.client),
+            flushes: later.flushes - self.flushes,
+            flushing: later.flushing.saturating_sub(self.flushing),
             disk: later.disk.saturating_sub(self.disk),
             wall: later.at - self.at,
         }

@@ -127,7 +127,7 @@ pub async fn serve(
 /// The key-value store's commit counters (shared by every service).
 fn kv_metrics(stats: &crate::kv::Stats) -> String {
     use std::sync::atomic::Ordering::Relaxed;
-    format!(
+    let mut out = format!(
         "# HELP lab_kv_commits_total Durable commits of the key-value store (one flush of its log each).\n\
          # TYPE lab_kv_commits_total counter\n\
          lab_kv_commits_total {}\n\
@@ -136,11 +136,17 @@ fn kv_metrics(stats: &crate::kv::Stats) -> String {
          lab_kv_transactions_total {}\n\
          # HELP lab_kv_checkpoints_total Checkpoints of the key-value store: its data file synced, its log's epoch ended.\n\
          # TYPE lab_kv_checkpoints_total counter\n\
-         lab_kv_checkpoints_total {}\n",
+         lab_kv_checkpoints_total {}\n\
+         # HELP lab_kv_log_flush_seconds Time to write and flush one commit's log record: the device's latency as commits wait for it.\n\
+         # TYPE lab_kv_log_flush_seconds histogram\n",
         stats.groups.load(Relaxed),
         stats.transactions.load(Relaxed),
         stats.checkpoints.load(Relaxed)
-    )
+    );
+    stats
+        .log_flush
+        .render(&mut out, "lab_kv_log_flush_seconds", "");
+    out
 }
 
 /// The tool runner's counters (the coordination service's only).

@@ -746,10 +746,12 @@ impl Writer {
             }
             self.begin_checkpoint(&mut ahead)?;
         }
+        let flushing = Instant::now();
         ahead
             .log
             .append(record, group.id() as u64)
             .map_err(io_error)?;
+        self.stats.log_flush.observe(flushing.elapsed());
         group.commit().map_err(|e| {
             if let Err(void) = ahead.log.void_last() {
                 tracing::error!(

@@ -94,6 +94,9 @@ pub struct Stats {
     pub map_size: AtomicU64,
     /// The map's high-water mark: pages up to the last one used, in bytes.
     pub map_used: AtomicU64,
+    /// Time to write and flush each commit's log record (under LMDB; none
+    /// under PostgreSQL, whose commit is its own).
+    pub log_flush: crate::metrics::SharedHistogram,
 }
 
 /// Writes with their keys prefixed by their tables.
