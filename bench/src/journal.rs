@@ -1080,21 +1080,17 @@ impl Sample {
             response.status
         );
         let text = String::from_utf8(body).context("metrics are not UTF-8")?;
-        let counter = |name: &str| -> Result<u64> {
+        fn metric<T: std::str::FromStr>(text: &str, name: &str) -> Result<T> {
             text.lines()
                 .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
                 .and_then(|value| value.trim().parse().ok())
                 .with_context(|| format!("metrics without {name}"))
-        };
-        let flushing = text
-            .lines()
-            .find_map(|line| line.strip_prefix("lab_kv_log_flush_seconds_sum{} "))
-            .and_then(|value| value.trim().parse::<f64>().ok())
-            .context("metrics without lab_kv_log_flush_seconds_sum")?;
+        }
+        let counter = |name: &str| metric::<u64>(&text, name);
         Ok(Sample {
             at: Instant::now(),
             flushes: counter("lab_kv_log_flush_seconds_count{}")?,
-            flushing: Duration::from_secs_f64(flushing),
+            flushing: Duration::from_secs_f64(metric(&text, "lab_kv_log_flush_seconds_sum{}")?),
             commits: counter("lab_kv_commits_total")?,
             transactions: counter("lab_kv_transactions_total")?,
             cpu: cpu_time(&format!("/proc/{}/stat", target.pid))?.1,
