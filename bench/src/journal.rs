@@ -885,7 +885,7 @@ fn ceiling_rows(label: &str, appends: &Load, ceilings: [&Load; 4], grouped: &Wri
                 "{:.0} (n={}; labd {:.1} µs CPU/req)",
                 rate(replay),
                 replay.written.batches,
-                replay.cpu.as_secs_f64() * 1e6 / replay.written.batches.max(1) as f64
+                replay_labd
             ),
             format!("{head_rate:.0} journal head c={GROUP}"),
             percent(rate(replay) / head_rate),

@@ -12,6 +12,11 @@ const BUCKETS: &[f64] = &[
     1.0, 2.5, 5.0, 10.0,
 ];
 
+/// The bucket an observation of `seconds` counts in; none past the last.
+fn bucket(seconds: f64) -> Option<usize> {
+    BUCKETS.iter().position(|bound| seconds <= *bound)
+}
+
 #[derive(Default, Clone)]
 struct Histogram {
     /// counts[i]: observations <= BUCKETS[i] and > BUCKETS[i-1].
@@ -25,7 +30,7 @@ impl Histogram {
         if self.counts.is_empty() {
             self.counts = vec![0; BUCKETS.len()];
         }
-        if let Some(i) = BUCKETS.iter().position(|b| seconds <= *b) {
+        if let Some(i) = bucket(seconds) {
             self.counts[i] += 1;
         }
         self.sum += seconds;
@@ -64,8 +69,7 @@ pub struct SharedHistogram {
 
 impl SharedHistogram {
     pub fn observe(&self, elapsed: Duration) {
-        let seconds = elapsed.as_secs_f64();
-        if let Some(i) = BUCKETS.iter().position(|b| seconds <= *b) {
+        if let Some(i) = bucket(elapsed.as_secs_f64()) {
             self.counts[i].fetch_add(1, Relaxed);
         }
         let nanos = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
