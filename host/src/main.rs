@@ -517,6 +517,9 @@ async fn open_store(
         let (store, namespaces) =
             kv::KvStore::open(&settings.data_dir.join("lmdb"), map_limits, names)
                 .map_err(|e| anyhow::anyhow!("open the key-value store: {e}"))?;
+        store.grouping().set_wait(std::time::Duration::from_micros(
+            settings.lmdb_group_wait_us,
+        ));
         let namespaces = namespaces.into_iter().map(kv::Namespace::Lmdb).collect();
         return Ok((Some(store), namespaces, None));
     }

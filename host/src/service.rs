@@ -84,6 +84,13 @@ impl InstanceLimits {
     }
 }
 
+/// A top-level request's hold while it is served: its budget's permit, and
+/// its place among the requests the store's writer may wait for.
+pub struct Admitted<'a> {
+    _permit: SemaphorePermit<'a>,
+    _serving: Option<crate::kv::Serving<'a>>,
+}
+
 struct InstanceBudget {
     requests: Semaphore,
     operational: Semaphore,
@@ -218,12 +225,12 @@ impl Service {
     }
 
     /// A fresh instance of the current component, admitted as `admission`;
-    /// the permit (none for a nested call) is the request's for as long as
+    /// the admission (none for a nested call) is the request's for as long as
     /// the instance lives.
     pub async fn instantiate(
         &self,
         admission: Admission,
-    ) -> Result<(Instance, Option<SemaphorePermit<'_>>), InstanceError> {
+    ) -> Result<(Instance, Option<Admitted<'_>>), InstanceError> {
         let permit = match admission {
             Admission::Nested => None,
             Admission::Request => Some(self.admit(&self.budget.requests).await?),
@@ -232,6 +239,10 @@ impl Service {
                 Err(_) => self.admit(&self.budget.operational).await?,
             }),
         };
+        let permit = permit.map(|permit| Admitted {
+            _permit: permit,
+            _serving: self.env.kv.serve(),
+        });
         let loaded = self.loaded();
         let started = Instant::now();
         let nested = admission == Admission::Nested;

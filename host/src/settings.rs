@@ -242,6 +242,16 @@ pub struct Settings {
           value_parser = clap::value_parser!(u64).range(65536..=1 << 32))]
     pub lmdb_log_size: Option<u64>,
 
+    /// Longest the key-value store's writer pauses a group for more
+    /// writers to join before it commits, in microseconds; only while the
+    /// group holds two or more, the cores are saturated and more requests
+    /// are being served outside the group than keep them busy. A larger
+    /// group costs each write less CPU and fewer device writes; 0 commits
+    /// as soon as the writer's queue is empty.
+    #[arg(long, env = "LAB_LMDB_GROUP_WAIT_US", default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(0..=10_000))]
+    pub lmdb_group_wait_us: u64,
+
     /// Where the services' key-value state lives: `lmdb`, an LMDB
     /// environment in the data directory; or a PostgreSQL database, named
     /// by a `postgresql://` URL (`?host=/dir` for a Unix socket), which

@@ -9,9 +9,11 @@
 //!    transaction is a nested transaction of the writer's current group
 //!    transaction; its operations are sent to the writer and answered in order.
 //! 2. The writer serves one request's transaction at a time, start to finish;
-//!    requests queued meanwhile join the same group. A group is one record
-//!    of the write-ahead log, flushed, then one LMDB commit without a sync
-//!    (8). No request hears "committed" before that commit returned.
+//!    requests queued meanwhile join the same group, and when the queue
+//!    runs dry the writer may pause for more ([`super::grouping`]). A
+//!    group is one record of the write-ahead log, flushed, then one LMDB
+//!    commit without a sync (8). No request hears "committed" before that
+//!    commit returned.
 //! 3. A transaction dropped, idle past [`IDLE_LIMIT`], or failed is aborted
 //!    alone; the rest of its group is unaffected.
 //! 5. A detached commit is answered as soon as its nested transaction is in
@@ -42,6 +44,7 @@
 //!    a checkpoint of the result.
 
 use super::batch::{BatchOutcome, ReadyBatch, SequencedBatch};
+use super::grouping::{Cores, Grouping};
 use super::log::{self, Log, Record};
 use super::{
     full_writes, scan_bounds, table_key, table_prefix, Durability, Entries, KvError, Range,
@@ -158,6 +161,7 @@ pub struct KvStore {
     env: Env<WithoutTls>,
     jobs: sync_mpsc::Sender<Job>,
     stats: Arc<Stats>,
+    grouping: Arc<Grouping>,
     gate: Arc<MapGate>,
     ceiling: usize,
 }
@@ -278,6 +282,7 @@ impl KvStore {
             gate: Arc::clone(&gate),
             ceiling,
             dir: dir.to_path_buf(),
+            grouping: Arc::default(),
             ahead: RefCell::new(Ahead {
                 log,
                 pin: Some(pin),
@@ -290,6 +295,7 @@ impl KvStore {
         let (_, used) = writer.record_use();
         writer.ahead.get_mut().checkpointed_at = used;
         let stats = Arc::clone(&writer.stats);
+        let grouping = Arc::clone(&writer.grouping);
         std::thread::Builder::new()
             .name("kv-writer".into())
             .spawn(move || writer.run(&queue))
@@ -298,6 +304,7 @@ impl KvStore {
             env,
             jobs,
             stats,
+            grouping,
             gate,
             ceiling,
         });
@@ -328,6 +335,11 @@ impl KvStore {
     /// Commit counts so far.
     pub fn stats(&self) -> &Stats {
         &self.stats
+    }
+
+    /// The requests being served and the writer's wait for late members.
+    pub fn grouping(&self) -> &Grouping {
+        &self.grouping
     }
 
     /// The map's size, high-water mark and ceiling, as of the last commit.
@@ -561,6 +573,7 @@ struct Writer {
     ceiling: usize,
     dir: PathBuf,
     ahead: RefCell<Ahead>,
+    grouping: Arc<Grouping>,
 }
 
 /// The write-ahead log and what keeps its checkpoint whole (invariant 8).
@@ -654,9 +667,10 @@ fn replay(
 impl Writer {
     fn run(&self, queue: &sync_mpsc::Receiver<Job>) {
         let mut retry_growth_at = None;
+        let mut cores = Cores::of_this_thread();
         while let Ok(first) = queue.recv() {
             let mut found_full = false;
-            self.group(first, queue, &mut found_full);
+            self.group(first, queue, &mut found_full, &mut cores);
             let (size, used) = self.record_use();
             {
                 let mut ahead = self.ahead.borrow_mut();
@@ -679,8 +693,15 @@ impl Writer {
         }
     }
 
-    /// One group: `first` and the transactions queued while it is served.
-    fn group(&self, first: Job, queue: &sync_mpsc::Receiver<Job>, found_full: &mut bool) {
+    /// One group: `first` and the transactions queued while it is served
+    /// or while the group pauses for them (`grouping` 2).
+    fn group(
+        &self,
+        first: Job,
+        queue: &sync_mpsc::Receiver<Job>,
+        found_full: &mut bool,
+        cores: &mut Cores,
+    ) {
         let mut group = match self.env.write_txn() {
             Ok(txn) => txn,
             Err(e) => {
@@ -692,6 +713,7 @@ impl Writer {
         let mut members = 0;
         let mut record = Record::default();
         let mut next = Some(first);
+        let mut paused = Duration::ZERO;
         while let Some(job) = next.take() {
             match self.serve(&mut group, job, found_full, &mut record) {
                 Served::Nothing => {}
@@ -702,7 +724,7 @@ impl Writer {
                 Served::Detached => members += 1,
             }
             if members < MAX_GROUP {
-                next = queue.try_recv().ok();
+                next = self.next_member(queue, members, committed.len(), &mut paused, cores);
             }
         }
         let outcome = if members == 0 {
@@ -720,6 +742,29 @@ impl Writer {
         };
         for waiter in committed {
             waiter.answer(outcome.clone());
+        }
+    }
+
+    /// The next transaction queued for a group of `members`, `waiting` of
+    /// them for its commit, pausing for one while the group may (`grouping`
+    /// 2 and 3); `None` when the group commits now.
+    fn next_member(
+        &self,
+        queue: &sync_mpsc::Receiver<Job>,
+        members: usize,
+        waiting: usize,
+        paused: &mut Duration,
+        cores: &mut Cores,
+    ) -> Option<Job> {
+        loop {
+            if let Ok(job) = queue.try_recv() {
+                return Some(job);
+            }
+            let pause = self
+                .grouping
+                .pause(members, waiting, *paused, || cores.sample())?;
+            std::thread::sleep(pause);
+            *paused += pause;
         }
     }
 
@@ -1453,6 +1498,57 @@ mod tests {
             groups < transactions,
             "no two transactions shared a commit ({groups} commits)"
         );
+        remove(&ns, dir).await;
+    }
+
+    /// Commits `key` in a transaction queued now, answered in the background.
+    fn queued_commit(ns: &Namespace, key: &str) -> tokio::task::JoinHandle<()> {
+        let mut txn = ns.write().unwrap();
+        let writes = vec![("t".into(), key.as_bytes().to_vec(), b"v".to_vec())];
+        tokio::spawn(async move { txn.commit_with(writes).await.unwrap() })
+    }
+
+    /// Three transactions queued behind one the writer is serving, then a
+    /// fourth 100 ms after they commit; the commits it took for all four.
+    async fn groups_for_a_late_fourth(ns: &Namespace, round: u32) -> u64 {
+        let (groups, transactions) = counts(ns);
+        let mut first = ns.write().unwrap();
+        // Answered by the writer: it is serving `first` now.
+        first.get("t", b"none").await.unwrap();
+        let queued = [1, 2].map(|i| queued_commit(ns, &format!("{round}-{i}")));
+        let writes = vec![("t".into(), format!("{round}-0").into_bytes(), b"v".to_vec())];
+        let first = tokio::spawn(async move { first.commit_with(writes).await.unwrap() });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let late = queued_commit(ns, &format!("{round}-3"));
+        for task in queued.into_iter().chain([first, late]) {
+            task.await.unwrap();
+        }
+        let (groups_after, transactions_after) = counts(ns);
+        assert_eq!(transactions_after - transactions, 4);
+        groups_after - groups
+    }
+
+    #[tokio::test]
+    async fn a_group_pauses_for_requests_still_being_served() {
+        let (dir, ns) = open("wait");
+        let grouping = ns.store().grouping();
+        grouping.set_wait(Duration::from_secs(1));
+        grouping.assume_saturated();
+        // Three members wait in the group, and more requests are served
+        // outside it than keep the cores busy: the writer pauses, and the
+        // fourth joins.
+        let cores = std::thread::available_parallelism().unwrap().get();
+        let busy = cores * crate::kv::grouping::BUSY_PER_CORE;
+        let mut served: Vec<_> = (0..3 + busy + 1).map(|_| grouping.serve()).collect();
+        assert_eq!(groups_for_a_late_fourth(&ns, 0).await, 1);
+        // No more than that: it commits at once, and the fourth makes a
+        // group of its own.
+        served.pop();
+        assert_eq!(groups_for_a_late_fourth(&ns, 1).await, 2);
+        // No wait set: the same.
+        served.push(grouping.serve());
+        grouping.set_wait(Duration::ZERO);
+        assert_eq!(groups_for_a_late_fourth(&ns, 2).await, 2);
         remove(&ns, dir).await;
     }
 

@@ -7,11 +7,13 @@
 //! same answers, and their invariants are numbered alike.
 
 pub mod batch;
+pub mod grouping;
 pub mod lmdb;
 pub mod log;
 pub mod postgres;
 
 pub use batch::{BatchOutcome, CounterSlot, SequencedBatch, SequencedWrite};
+pub use grouping::Serving;
 pub use lmdb::{KvStore, MapLimits, CEILING_SETTING};
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
@@ -192,6 +194,16 @@ impl Namespace {
         match self {
             Namespace::Lmdb(ns) => ns.store().stats(),
             Namespace::Postgres(ns) => ns.store().stats(),
+        }
+    }
+
+    /// Counts a request as being served until the answer drops, so the
+    /// writer knows who may still join its group (`grouping`); `None`
+    /// under PostgreSQL, whose groups do not wait.
+    pub fn serve(&self) -> Option<Serving<'_>> {
+        match self {
+            Namespace::Lmdb(ns) => Some(ns.store().grouping().serve()),
+            Namespace::Postgres(_) => None,
         }
     }
 
