@@ -17,8 +17,9 @@
 //!    the pause. A group's first pause also needs the writer to have found
 //!    the cores busy: its mean wait for one ([`Cores`]) at or past
 //!    [`SATURATED`]. A lone writer (one client) never pauses.
-//! 3. Its pauses for one group add up to at most the configured wait, so
-//!    no member waits longer than that beyond its group's own work.
+//! 3. Its pauses for one group, timed as they are slept, stop once they
+//!    add up to the configured wait, so no member waits longer than that
+//!    (and one sleep's lateness) beyond its group's own work.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;

@@ -763,8 +763,10 @@ impl Writer {
             let pause = self
                 .grouping
                 .pause(members, waiting, *paused, || cores.sample())?;
+            // Timed as slept: a sleep may end late.
+            let slept = Instant::now();
             std::thread::sleep(pause);
-            *paused += pause;
+            *paused += slept.elapsed();
         }
     }
 
