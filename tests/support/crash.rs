@@ -150,8 +150,10 @@ impl Watch {
             stream.set_read_timeout(Some(std::time::Duration::from_secs(60)))?;
             stream.set_nodelay(true)?;
             stream.write_all(request)?;
-            self.waiting.fetch_add(1, Ordering::SeqCst);
+            // Read before the request counts as waiting, so a request that
+            // `crash_under_load` saw waiting was written before the crash.
             written_before_crash = !self.crashing.load(Ordering::SeqCst);
+            self.waiting.fetch_add(1, Ordering::SeqCst);
             let answer = try_read_response(&mut stream);
             self.waiting.fetch_sub(1, Ordering::SeqCst);
             answer
@@ -200,12 +202,14 @@ pub fn random_threshold(low: usize, high: usize) -> usize {
     low + (u64::from_le_bytes(seed) as usize) % (high - low)
 }
 
-/// Waits until `acknowledged` reaches `threshold` with a request of some
-/// client written and unanswered, then crashes `labd`.
+/// Waits until `acknowledged` reaches `threshold` with two requests written
+/// and unanswered, then crashes `labd`.
 pub fn crash_under_load(labd: &mut Crashable, acknowledged: &AtomicUsize, threshold: usize) {
     let waiting = Arc::clone(&labd.watch.waiting);
-    crate::support::eventually("acknowledged requests and one in flight", || {
-        acknowledged.load(Ordering::SeqCst) >= threshold && waiting.load(Ordering::SeqCst) > 0
+    // Two waiting: a client may not have read an answer already sent, so
+    // one alone may be answered at the crash; both rarely are.
+    crate::support::eventually("acknowledged requests and two in flight", || {
+        acknowledged.load(Ordering::SeqCst) >= threshold && waiting.load(Ordering::SeqCst) >= 2
     });
     labd.crash();
 }
