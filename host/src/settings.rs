@@ -468,4 +468,16 @@ mod tests {
         let message = refused.unwrap_err();
         assert!(message.contains("--lmdb-map-ceiling"), "{message}");
     }
+
+    #[test]
+    fn the_group_wait_is_bounded_at_ten_milliseconds() {
+        let wait = |args: &[&str]| {
+            Settings::try_parse_from(["labd"].iter().chain(args)).map(|s| s.lmdb_group_wait_us)
+        };
+        assert_eq!(wait(&[]).unwrap(), 1000);
+        assert_eq!(wait(&["--lmdb-group-wait-us", "0"]).unwrap(), 0);
+        assert_eq!(wait(&["--lmdb-group-wait-us", "10000"]).unwrap(), 10_000);
+        let refused = wait(&["--lmdb-group-wait-us", "10001"]).unwrap_err();
+        assert!(refused.to_string().contains("10001"), "{refused}");
+    }
 }

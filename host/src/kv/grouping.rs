@@ -79,7 +79,7 @@ impl Grouping {
         Serving(&self.serving)
     }
 
-    /// Sets the longest the writer waits, once a group, for late members;
+    /// Sets the longest a group's pauses for late members may add up to;
     /// zero for none.
     pub fn set_wait(&self, wait: Duration) {
         let micros = u64::try_from(wait.as_micros()).unwrap_or(u64::MAX);
