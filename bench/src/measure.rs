@@ -287,7 +287,7 @@ async fn measure(
 
     let small = &stored[0];
     let get = Expected::of(small);
-    let empty = Expected {
+    let no_route = Expected {
         path: EMPTY_REQUEST_PATH.into(),
         status: 404,
         size: None,
@@ -297,7 +297,7 @@ async fn measure(
         let (mut component, mut plain) = (Load::default(), Load::default());
         // At one client the empty request runs in the same rounds: the
         // ceiling of the get's added latency.
-        let mut floor = (concurrency == 1).then(Load::default);
+        let mut empty_request = (concurrency == 1).then(Load::default);
         for _ in 0..LOAD_ROUNDS {
             let time = rps_time / LOAD_ROUNDS;
             component.add(&load(labd, &get, concurrency, time).await?, LOAD_ROUNDS);
@@ -305,8 +305,9 @@ async fn measure(
                 &load(native.addr, &get, concurrency, time).await?,
                 LOAD_ROUNDS,
             );
-            if let Some(floor) = &mut floor {
-                floor.add(&load(labd, &empty, concurrency, time).await?, LOAD_ROUNDS);
+            if let Some(empty_request) = &mut empty_request {
+                let round = load(labd, &no_route, concurrency, time).await?;
+                empty_request.add(&round, LOAD_ROUNDS);
             }
         }
         rows.push(Row::new(
@@ -324,8 +325,8 @@ async fn measure(
             format!("{:+.1} µs", mean - native_mean),
             "-".into(),
         ));
-        if let Some(floor) = floor {
-            rows.extend(added_latency_rows(&component, &plain, &floor));
+        if let Some(empty_request) = empty_request {
+            rows.extend(added_latency_rows(&component, &plain, &empty_request));
         }
     }
     drop(native);
@@ -333,17 +334,21 @@ async fn measure(
 }
 
 /// The small get's added latency at one client against its target, then
-/// the ceiling that stops it on this machine: the empty request (`floor`:
-/// a 404 from the component's router, so HTTP, a fresh instance, the call
-/// and its drop, nothing read), which every component request pays, so a
-/// get adds at least what it adds. Under that ceiling, the get may add at
-/// most the target's 20 µs over the empty request: its own work, the blob
-/// read and its answer.
-fn added_latency_rows(get: &Load, native: &Load, floor: &Load) -> Vec<Row> {
+/// the ceiling that stops it on this machine: `empty_request`, a 404 from
+/// the component's router (HTTP, a fresh instance, the call and its drop,
+/// nothing read), which every component request pays, so a get adds at
+/// least what it adds. Under that ceiling, the get may add at most the
+/// target's 20 µs over the empty request: its own work, the blob read and
+/// its answer.
+fn added_latency_rows(get: &Load, native: &Load, empty_request: &Load) -> Vec<Row> {
     let per_request = |load: &Load| 1e6 / load.per_second;
-    let (get_us, native_us, floor_us) = (per_request(get), per_request(native), per_request(floor));
-    let (added, floor_added) = (get_us - native_us, floor_us - native_us);
-    let own = get_us - floor_us;
+    let (get_us, native_us, empty_us) = (
+        per_request(get),
+        per_request(native),
+        per_request(empty_request),
+    );
+    let (added, empty_added) = (get_us - native_us, empty_us - native_us);
+    let own = get_us - empty_us;
     vec![
         Row::new(
             "small get µs per request (1/rps), c=1".into(),
@@ -357,12 +362,12 @@ fn added_latency_rows(get: &Load, native: &Load, floor: &Load) -> Vec<Row> {
         ),
         Row::new(
             "  ceiling: bytes empty request c=1 (404, no store): µs per request (1/rps)".into(),
-            format!("{floor_us:.1} µs"),
+            format!("{empty_us:.1} µs"),
             format!("{native_us:.1} µs native"),
-            format!("{floor_added:+.1} µs"),
+            format!("{empty_added:+.1} µs"),
             format!(
                 "the get's target reachable under this ceiling: {}",
-                if floor_added <= ADDED_LATENCY_TARGET_US {
+                if empty_added <= ADDED_LATENCY_TARGET_US {
                     "yes"
                 } else {
                     "no"
@@ -372,7 +377,7 @@ fn added_latency_rows(get: &Load, native: &Load, floor: &Load) -> Vec<Row> {
         Row::new(
             "  small get c=1 over the empty request c=1".into(),
             format!("{get_us:.1} µs"),
-            format!("{floor_us:.1} µs empty request"),
+            format!("{empty_us:.1} µs empty request"),
             format!("{own:+.1} µs"),
             verdict(
                 &format!("<= {ADDED_LATENCY_TARGET_US:.0} µs over the ceiling"),
