@@ -365,13 +365,9 @@ fn added_latency_rows(get: &Load, native: &Load, empty_request: &Load) -> Vec<Ro
             format!("{empty_us:.1} µs"),
             format!("{native_us:.1} µs native"),
             format!("{empty_added:+.1} µs"),
-            format!(
-                "the get's target reachable under this ceiling: {}",
-                if empty_added <= ADDED_LATENCY_TARGET_US {
-                    "yes"
-                } else {
-                    "no"
-                }
+            reachable(
+                "the get's target reachable under this ceiling",
+                empty_added <= ADDED_LATENCY_TARGET_US,
             ),
         ),
         Row::new(
