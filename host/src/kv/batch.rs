@@ -74,6 +74,8 @@ pub struct ReadyBatch {
     count: u64,
     ceiling: u64,
     writes: Vec<Prepared>,
+    /// The counter's value after the batch, once decided to apply.
+    advanced: Option<[u8; 8]>,
 }
 
 impl SequencedBatch {
@@ -124,6 +126,7 @@ impl SequencedBatch {
             count: self.count,
             ceiling: self.ceiling,
             writes,
+            advanced: None,
         })
     }
 }
@@ -135,30 +138,27 @@ impl ReadyBatch {
     }
 
     /// Decides the batch on the values its guard and counter hold now and,
-    /// when it applies, answers its writes with their slots filled and the
-    /// counter's advance last; otherwise no writes.
-    pub fn decide(
-        mut self,
-        guard: Option<&[u8]>,
-        counter: Option<&[u8]>,
-    ) -> (BatchOutcome, Entries) {
+    /// when it applies, fills every slot of its writes in place; deciding
+    /// again overwrites them. [`ReadyBatch::written`] answers the writes
+    /// this decision made.
+    pub fn settle(&mut self, guard: Option<&[u8]>, counter: Option<&[u8]>) -> BatchOutcome {
+        self.advanced = None;
         if let Some(value) = guard {
-            return (BatchOutcome::Guarded(value.to_vec()), Vec::new());
+            return BatchOutcome::Guarded(value.to_vec());
         }
         let Some(base) = counter
             .and_then(|v| v.get(..8))
             .map(|v| u64::from_be_bytes(v.try_into().expect("8 octets")))
         else {
-            return (BatchOutcome::NoCounter, Vec::new());
+            return BatchOutcome::NoCounter;
         };
         if self.expected.is_some_and(|e| e != base) {
-            return (BatchOutcome::Mismatch(base), Vec::new());
+            return BatchOutcome::Mismatch(base);
         }
         let Some(advanced) = base.checked_add(self.count).filter(|a| *a <= self.ceiling) else {
-            return (BatchOutcome::PastCeiling(base), Vec::new());
+            return BatchOutcome::PastCeiling(base);
         };
-        let mut writes = Vec::with_capacity(self.writes.len() + 1);
-        for mut write in self.writes {
+        for write in &mut self.writes {
             for slot in &write.slots {
                 let number = base.wrapping_add(slot.addend).to_be_bytes();
                 let within = if slot.in_key {
@@ -169,29 +169,54 @@ impl ReadyBatch {
                 let at = slot.offset as usize;
                 within[at..at + 8].copy_from_slice(&number);
             }
-            writes.push((write.key, write.value));
         }
-        writes.push((
-            std::mem::take(&mut self.counter),
-            advanced.to_be_bytes().to_vec(),
-        ));
-        (BatchOutcome::Applied(base), writes)
+        self.advanced = Some(advanced.to_be_bytes());
+        BatchOutcome::Applied(base)
+    }
+
+    /// The writes of the last decision: none unless the batch applied,
+    /// else every write with its slots filled and the counter's advance
+    /// last.
+    pub fn written(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        let advanced = self.advanced.as_ref();
+        let writes = self.writes.iter().filter(move |_| advanced.is_some());
+        writes
+            .map(|w| (&w.key[..], &w.value[..]))
+            .chain(advanced.map(|a| (&self.counter[..], &a[..])))
+    }
+
+    /// [`ReadyBatch::settle`], answering the writes it made as owned
+    /// entries.
+    pub fn decide(
+        mut self,
+        guard: Option<&[u8]>,
+        counter: Option<&[u8]>,
+    ) -> (BatchOutcome, Entries) {
+        let outcome = self.settle(guard, counter);
+        let Some(advanced) = self.advanced else {
+            return (outcome, Vec::new());
+        };
+        let mut writes: Entries = self.writes.into_iter().map(|w| (w.key, w.value)).collect();
+        writes.push((self.counter, advanced.to_vec()));
+        (outcome, writes)
     }
 
     /// Decides the batch on the live state of `txn` and, when it applies,
-    /// writes it there; answers the writes made. On an error some writes
-    /// may be in `txn`: the caller aborts it.
+    /// writes it there. On an error some writes may be in `txn`: the
+    /// caller aborts it.
     pub fn apply(
-        self,
+        &mut self,
         txn: &mut RwTxn<'_>,
         db: Database<Bytes, Bytes>,
-    ) -> heed::Result<(BatchOutcome, Entries)> {
-        let guard = db.get(txn, &self.guard)?.map(<[u8]>::to_vec);
-        let counter = db.get(txn, &self.counter)?.map(<[u8]>::to_vec);
-        let (outcome, writes) = self.decide(guard.as_deref(), counter.as_deref());
-        for (key, value) in &writes {
+    ) -> heed::Result<BatchOutcome> {
+        let outcome = {
+            let guard = db.get(txn, &self.guard)?;
+            let counter = db.get(txn, &self.counter)?;
+            self.settle(guard, counter)
+        };
+        for (key, value) in self.written() {
             db.put(txn, key, value)?;
         }
-        Ok((outcome, writes))
+        Ok(outcome)
     }
 }

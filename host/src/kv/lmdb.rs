@@ -29,9 +29,12 @@
 //!    answered [`KvError::Unavailable`], like one that finds the disk full;
 //!    nothing of it was written.
 //! 7. A sequenced batch ([`Namespace::apply_sequenced`]) is one group member
-//!    decided and applied in one step, nested like a transaction; it is
-//!    answered, whatever it met, once its group commits ("Key-value store"
-//!    10 in `docs/design.md`).
+//!    decided and applied in one step; it is answered, whatever it met,
+//!    once its group commits ("Key-value store" 10 in `docs/design.md`).
+//!    Batches that follow one another in the queue share one nested
+//!    transaction, a run; should one of them fail, the run is aborted and
+//!    each of its batches applied again in a nested transaction of its
+//!    own, so the failed one is refused alone (3, 6).
 //! 8. LMDB runs without its syncs; the write-ahead log ([`super::log`]) and
 //!    its checkpoints keep it whole. The writer begins a checkpoint, which
 //!    a thread of its own finishes, when a log file is half full or the
@@ -130,14 +133,39 @@ enum Job {
         ops: sync_mpsc::Receiver<Op>,
     },
     /// A sequenced batch, decided and applied in one step (invariant 7).
-    Batch {
-        db: Database<Bytes, Bytes>,
-        namespace: Arc<str>,
-        batch: ReadyBatch,
-        reply: Reply<BatchOutcome>,
-    },
+    Batch(Batched),
     /// A checkpoint now: LMDB synced, the log's epoch ended.
     Checkpoint(Reply<()>),
+}
+
+/// A sequenced batch and where its answer goes.
+struct Batched {
+    db: Database<Bytes, Bytes>,
+    namespace: Arc<str>,
+    batch: ReadyBatch,
+    reply: Reply<BatchOutcome>,
+}
+
+/// A group as it forms: its members so far and their writes.
+#[derive(Default)]
+struct Forming {
+    members: usize,
+    committed: Vec<Waiter>,
+    record: Record,
+    paused: Duration,
+}
+
+impl Forming {
+    fn add(&mut self, served: Served) {
+        match served {
+            Served::Nothing => {}
+            Served::Waiting(waiter) => {
+                self.committed.push(waiter);
+                self.members += 1;
+            }
+            Served::Detached => self.members += 1,
+        }
+    }
 }
 
 /// A member of a group waiting for its commit.
@@ -396,12 +424,12 @@ impl Namespace {
         let (reply, answer) = oneshot::channel();
         self.store
             .jobs
-            .send(Job::Batch {
+            .send(Job::Batch(Batched {
                 db: self.db,
                 namespace: Arc::clone(&self.name),
                 batch,
                 reply,
-            })
+            }))
             .map_err(|_| KvError::Storage("the writer stopped".into()))?;
         answer
             .await
@@ -709,24 +737,36 @@ impl Writer {
                 return;
             }
         };
-        let mut committed: Vec<Waiter> = Vec::new();
-        let mut members = 0;
-        let mut record = Record::default();
+        let mut forming = Forming::default();
         let mut next = Some(first);
-        let mut paused = Duration::ZERO;
         while let Some(job) = next.take() {
-            match self.serve(&mut group, job, found_full, &mut record) {
-                Served::Nothing => {}
-                Served::Waiting(reply) => {
-                    committed.push(reply);
-                    members += 1;
+            let served = match job {
+                Job::Batch(batched) => {
+                    next =
+                        self.serve_run(&mut group, batched, queue, &mut forming, cores, found_full);
+                    continue;
                 }
-                Served::Detached => members += 1,
-            }
-            if members < MAX_GROUP {
-                next = self.next_member(queue, members, committed.len(), &mut paused, cores);
-            }
+                Job::Checkpoint(reply) => {
+                    // Mid-group too: the group's record follows, in the new epoch.
+                    let _ = reply.send(self.checkpoint(&mut self.ahead.borrow_mut()));
+                    Served::Nothing
+                }
+                Job::Txn { db, namespace, ops } => self.serve_txn(
+                    &mut group,
+                    (db, namespace, ops),
+                    found_full,
+                    &mut forming.record,
+                ),
+            };
+            forming.add(served);
+            next = self.next_member(queue, &mut forming, 0, cores);
         }
+        let Forming {
+            members,
+            committed,
+            record,
+            ..
+        } = forming;
         let outcome = if members == 0 {
             group.abort();
             Ok(())
@@ -745,29 +785,95 @@ impl Writer {
         }
     }
 
-    /// The next transaction queued for a group of `members`, `waiting` of
-    /// them for its commit, pausing for one while the group may (`grouping`
-    /// 2 and 3); `None` when the group commits now.
+    /// The next transaction queued for the group `forming`, with `pending`
+    /// members beyond it (a run's batches, waiting for its commit),
+    /// pausing for one while the group may (`grouping` 2 and 3); `None`
+    /// when the group commits now.
     fn next_member(
         &self,
         queue: &sync_mpsc::Receiver<Job>,
-        members: usize,
-        waiting: usize,
-        paused: &mut Duration,
+        forming: &mut Forming,
+        pending: usize,
         cores: &mut Cores,
     ) -> Option<Job> {
+        let members = forming.members + pending;
+        if members >= MAX_GROUP {
+            return None;
+        }
+        let waiting = forming.committed.len() + pending;
         loop {
             if let Ok(job) = queue.try_recv() {
                 return Some(job);
             }
             let pause = self
                 .grouping
-                .pause(members, waiting, *paused, || cores.sample())?;
+                .pause(members, waiting, forming.paused, || cores.sample())?;
             // Timed as slept: a sleep may end late.
             let slept = Instant::now();
             std::thread::sleep(pause);
-            *paused += slept.elapsed();
+            forming.paused += slept.elapsed();
         }
+    }
+
+    /// A run: `first` and every batch queued right after it, applied in
+    /// one transaction nested in `group`, which spares each batch the copy
+    /// of the pages the ones before it dirtied. Should one of them fail,
+    /// the run's transaction is aborted and each of its batches applied
+    /// again in a nested transaction of its own, so that one is refused
+    /// alone (invariant 7). Answers the member that ended the run, if any.
+    fn serve_run(
+        &self,
+        group: &mut RwTxn<'_>,
+        first: Batched,
+        queue: &sync_mpsc::Receiver<Job>,
+        forming: &mut Forming,
+        cores: &mut Cores,
+        found_full: &mut bool,
+    ) -> Option<Job> {
+        let mut run: Vec<(Batched, BatchOutcome)> = Vec::new();
+        let mut failed = None;
+        let mut next = None;
+        let committed = match self.env.nested_write_txn(group) {
+            Err(_) => {
+                failed = Some(first);
+                false
+            }
+            Ok(mut txn) => {
+                let mut batched = first;
+                loop {
+                    match batched.batch.apply(&mut txn, batched.db) {
+                        Ok(outcome) => run.push((batched, outcome)),
+                        Err(_) => {
+                            failed = Some(batched);
+                            break;
+                        }
+                    }
+                    match self.next_member(queue, forming, run.len(), cores) {
+                        Some(Job::Batch(more)) => batched = more,
+                        other => {
+                            next = other;
+                            break;
+                        }
+                    }
+                }
+                // With a batch failed, the run's transaction aborts on drop.
+                failed.is_none() && txn.commit().is_ok()
+            }
+        };
+        if committed {
+            for (batched, outcome) in run {
+                for (key, value) in batched.batch.written() {
+                    forming.record.put(&batched.namespace, key, value);
+                }
+                forming.add(Served::Waiting(Waiter::Batch(batched.reply, outcome)));
+            }
+            return next;
+        }
+        for batched in run.into_iter().map(|(batched, _)| batched).chain(failed) {
+            let served = self.serve_batch(group, batched, found_full, &mut forming.record);
+            forming.add(served);
+        }
+        next.or_else(|| self.next_member(queue, forming, 0, cores))
     }
 
     /// Logs the group's writes, then commits it without a sync (`log`
@@ -868,51 +974,55 @@ impl Writer {
         self.settle_checkpoint(ahead, true)
     }
 
-    /// Runs one transaction nested in `group`, adding its writes to
-    /// `record`; returns its commit reply when it committed into the group.
-    fn serve(
+    /// Applies one batch in a transaction of its own nested in `group`,
+    /// adding its writes to `record`; refuses it alone when it fails.
+    fn serve_batch(
         &self,
         group: &mut RwTxn<'_>,
-        job: Job,
+        batched: Batched,
+        found_full: &mut bool,
+        record: &mut Record,
+    ) -> Served {
+        let Batched {
+            db,
+            namespace,
+            mut batch,
+            reply,
+        } = batched;
+        // The nested transaction aborts on drop unless committed.
+        let applied = self.env.nested_write_txn(group).and_then(|mut txn| {
+            let outcome = batch.apply(&mut txn, db)?;
+            txn.commit().map(|()| outcome)
+        });
+        match applied {
+            Ok(outcome) => {
+                for (key, value) in batch.written() {
+                    record.put(&namespace, key, value);
+                }
+                Served::Waiting(Waiter::Batch(reply, outcome))
+            }
+            Err(e) => {
+                let _ = reply.send(Err(self.write_error(e, found_full)));
+                Served::Nothing
+            }
+        }
+    }
+
+    /// Runs one request's transaction nested in `group`, adding its writes
+    /// to `record`; returns its commit reply when it committed into the
+    /// group.
+    fn serve_txn(
+        &self,
+        group: &mut RwTxn<'_>,
+        (db, namespace, ops): (Database<Bytes, Bytes>, Arc<str>, sync_mpsc::Receiver<Op>),
         found_full: &mut bool,
         record: &mut Record,
     ) -> Served {
         let mut txn = match self.env.nested_write_txn(group) {
             Ok(txn) => txn,
             Err(e) => {
-                refuse(job, &self.write_error(e, found_full));
+                refuse_ops(ops, &self.write_error(e, found_full));
                 return Served::Nothing;
-            }
-        };
-        let (db, namespace, ops) = match job {
-            Job::Txn { db, namespace, ops } => (db, namespace, ops),
-            // Mid-group too: the group's record follows, in the new epoch.
-            Job::Checkpoint(reply) => {
-                let _ = reply.send(self.checkpoint(&mut self.ahead.borrow_mut()));
-                return Served::Nothing;
-            }
-            Job::Batch {
-                db,
-                namespace,
-                batch,
-                reply,
-            } => {
-                // The nested transaction aborts on drop unless committed.
-                let applied = batch
-                    .apply(&mut txn, db)
-                    .and_then(|applied| txn.commit().map(|()| applied));
-                return match applied {
-                    Ok((outcome, writes)) => {
-                        for (key, value) in &writes {
-                            record.put(&namespace, key, value);
-                        }
-                        Served::Waiting(Waiter::Batch(reply, outcome))
-                    }
-                    Err(e) => {
-                        let _ = reply.send(Err(self.write_error(e, found_full)));
-                        Served::Nothing
-                    }
-                };
             }
         };
         let mut member = Record::default();
@@ -1104,11 +1214,15 @@ impl Writer {
 
 /// Answers `job` when its transaction cannot start.
 fn refuse(job: Job, error: &KvError) {
-    let ops = match job {
-        Job::Txn { ops, .. } => ops,
-        Job::Batch { reply, .. } => return drop(reply.send(Err(error.clone()))),
-        Job::Checkpoint(reply) => return drop(reply.send(Err(error.clone()))),
-    };
+    match job {
+        Job::Txn { ops, .. } => refuse_ops(ops, error),
+        Job::Batch(batched) => drop(batched.reply.send(Err(error.clone()))),
+        Job::Checkpoint(reply) => drop(reply.send(Err(error.clone()))),
+    }
+}
+
+/// Answers every operation of a transaction the writer cannot serve.
+fn refuse_ops(ops: sync_mpsc::Receiver<Op>, error: &KvError) {
     while let Ok(op) = ops.recv_timeout(IDLE_LIMIT) {
         let failed = matches!(op, Op::Commit(..));
         answer(op, error);
@@ -1628,6 +1742,72 @@ mod tests {
             Some(vec![7; 1 << 10])
         );
         assert_eq!(ns.store().map_use().size, 512 << 10);
+        remove(&ns, dir).await;
+    }
+
+    /// Batches queued behind one transaction join its group as one run; the
+    /// last finds the map full at its ceiling. It is refused alone: the
+    /// batches before it in the run are applied again, each on its own,
+    /// and commit in the group with the transaction.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_batch_that_finds_the_map_full_is_refused_alone_from_its_run() {
+        let limits = MapLimits {
+            initial: 512 << 10,
+            ceiling: 512 << 10,
+            log: 1 << 20,
+        };
+        let (dir, ns) = open_with("run", limits);
+        set_counter(&ns, 0).await;
+        let mut too_big = sequenced("c", None, 100);
+        too_big.writes.push(SequencedWrite {
+            table: "big".into(),
+            key: b"c".to_vec(),
+            value: vec![1; 1 << 20],
+            slots: Vec::new(),
+        });
+        let (groups, transactions) = counts(&ns);
+        let mut first = ns.write().unwrap();
+        // Answered by the writer: it is serving `first` now.
+        first.get("t", b"none").await.unwrap();
+        let batches = {
+            let ns = ns.clone();
+            // Polled in order: queued as "a", "b", then the one too big.
+            tokio::spawn(async move {
+                tokio::join!(
+                    ns.apply_sequenced(sequenced("a", None, 100)),
+                    ns.apply_sequenced(sequenced("b", None, 100)),
+                    ns.apply_sequenced(too_big),
+                )
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let writes = vec![("t".into(), b"first".to_vec(), b"v".to_vec())];
+        first.commit_with(writes).await.unwrap();
+        let (a, b, refused) = batches.await.unwrap();
+        assert_eq!(a, Ok(BatchOutcome::Applied(0)));
+        assert_eq!(b, Ok(BatchOutcome::Applied(1)));
+        let Err(KvError::Unavailable(message)) = refused else {
+            panic!("a batch past the ceiling was answered {refused:?}");
+        };
+        assert!(message.contains(CEILING_SETTING), "{message}");
+        assert_eq!(
+            counts(&ns),
+            (groups + 1, transactions + 3),
+            "the transaction and two batches, in one group"
+        );
+        assert_eq!(counter(&ns).await, Some(2u64.to_be_bytes().to_vec()));
+        let read = ns.read().await.unwrap();
+        for (op, position) in [(b"a", 1u64), (b"b", 2)] {
+            let position = position.to_be_bytes().to_vec();
+            assert_eq!(read.get("e", &position).unwrap(), Some(position.clone()));
+            let receipt = [&b"r"[..], &position].concat();
+            assert_eq!(read.get("receipt", op).unwrap(), Some(receipt));
+        }
+        assert_eq!(read.get("e", &3u64.to_be_bytes()).unwrap(), None);
+        assert_eq!(read.get("receipt", b"c").unwrap(), None);
+        assert_eq!(read.get("big", b"c").unwrap(), None);
+        assert_eq!(read.get("t", b"first").unwrap(), Some(b"v".to_vec()));
+        drop(read);
         remove(&ns, dir).await;
     }
 
