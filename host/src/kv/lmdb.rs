@@ -1704,17 +1704,19 @@ mod tests {
         remove(&ns, dir).await;
     }
 
+    /// A map of 512 KiB that may not grow.
+    const AT_CEILING: MapLimits = MapLimits {
+        initial: 512 << 10,
+        ceiling: 512 << 10,
+        log: 1 << 20,
+    };
+
     /// A transaction that finds the map full at its ceiling is refused
     /// alone, naming the setting: the next one in its group commits, and
     /// what was there stays readable.
     #[tokio::test(flavor = "multi_thread")]
     async fn a_full_map_refuses_the_transaction_alone_and_names_its_ceiling() {
-        let limits = MapLimits {
-            initial: 512 << 10,
-            ceiling: 512 << 10,
-            log: 1 << 20,
-        };
-        let (dir, ns) = open_with("ceiling", limits);
+        let (dir, ns) = open_with("ceiling", AT_CEILING);
         fill(&ns, 0, 4, 1 << 10).await.unwrap();
         let too_big = ns.write().unwrap();
         too_big.put("t", b"first", b"x".to_vec()).await.unwrap();
@@ -1751,12 +1753,7 @@ mod tests {
     /// and commit in the group with the transaction.
     #[tokio::test(flavor = "multi_thread")]
     async fn a_batch_that_finds_the_map_full_is_refused_alone_from_its_run() {
-        let limits = MapLimits {
-            initial: 512 << 10,
-            ceiling: 512 << 10,
-            log: 1 << 20,
-        };
-        let (dir, ns) = open_with("run", limits);
+        let (dir, ns) = open_with("run", AT_CEILING);
         set_counter(&ns, 0).await;
         let mut too_big = sequenced("c", None, 100);
         too_big.writes.push(SequencedWrite {
