@@ -178,11 +178,14 @@ impl ReadyBatch {
     /// else every write with its slots filled and the counter's advance
     /// last.
     pub fn written(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
-        let advanced = self.advanced.as_ref();
-        let writes = self.writes.iter().filter(move |_| advanced.is_some());
+        let writes = match self.advanced {
+            Some(_) => &self.writes[..],
+            None => &[],
+        };
         writes
+            .iter()
             .map(|w| (&w.key[..], &w.value[..]))
-            .chain(advanced.map(|a| (&self.counter[..], &a[..])))
+            .chain(self.advanced.as_ref().map(|a| (&self.counter[..], &a[..])))
     }
 
     /// [`ReadyBatch::settle`], answering the writes it made as owned

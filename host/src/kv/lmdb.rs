@@ -146,6 +146,17 @@ struct Batched {
     reply: Reply<BatchOutcome>,
 }
 
+impl Batched {
+    /// The batch, applied into the group, as a member waiting for the
+    /// group's commit; its writes added to the group's `record`.
+    fn applied(self, outcome: BatchOutcome, record: &mut Record) -> Served {
+        for (key, value) in self.batch.written() {
+            record.put(&self.namespace, key, value);
+        }
+        Served::Waiting(Waiter::Batch(self.reply, outcome))
+    }
+}
+
 /// A group as it forms: its members so far and their writes.
 #[derive(Default)]
 struct Forming {
@@ -753,7 +764,9 @@ impl Writer {
                 }
                 Job::Txn { db, namespace, ops } => self.serve_txn(
                     &mut group,
-                    (db, namespace, ops),
+                    db,
+                    namespace,
+                    ops,
                     found_full,
                     &mut forming.record,
                 ),
@@ -862,10 +875,8 @@ impl Writer {
         };
         if committed {
             for (batched, outcome) in run {
-                for (key, value) in batched.batch.written() {
-                    forming.record.put(&batched.namespace, key, value);
-                }
-                forming.add(Served::Waiting(Waiter::Batch(batched.reply, outcome)));
+                let served = batched.applied(outcome, &mut forming.record);
+                forming.add(served);
             }
             return next;
         }
@@ -979,30 +990,19 @@ impl Writer {
     fn serve_batch(
         &self,
         group: &mut RwTxn<'_>,
-        batched: Batched,
+        mut batched: Batched,
         found_full: &mut bool,
         record: &mut Record,
     ) -> Served {
-        let Batched {
-            db,
-            namespace,
-            mut batch,
-            reply,
-        } = batched;
         // The nested transaction aborts on drop unless committed.
         let applied = self.env.nested_write_txn(group).and_then(|mut txn| {
-            let outcome = batch.apply(&mut txn, db)?;
+            let outcome = batched.batch.apply(&mut txn, batched.db)?;
             txn.commit().map(|()| outcome)
         });
         match applied {
-            Ok(outcome) => {
-                for (key, value) in batch.written() {
-                    record.put(&namespace, key, value);
-                }
-                Served::Waiting(Waiter::Batch(reply, outcome))
-            }
+            Ok(outcome) => batched.applied(outcome, record),
             Err(e) => {
-                let _ = reply.send(Err(self.write_error(e, found_full)));
+                let _ = batched.reply.send(Err(self.write_error(e, found_full)));
                 Served::Nothing
             }
         }
@@ -1014,7 +1014,9 @@ impl Writer {
     fn serve_txn(
         &self,
         group: &mut RwTxn<'_>,
-        (db, namespace, ops): (Database<Bytes, Bytes>, Arc<str>, sync_mpsc::Receiver<Op>),
+        db: Database<Bytes, Bytes>,
+        namespace: Arc<str>,
+        ops: sync_mpsc::Receiver<Op>,
         found_full: &mut bool,
         record: &mut Record,
     ) -> Served {
