@@ -24,7 +24,9 @@
 //! - [`management`], [`metrics`]: the management listener.
 //! - [`maintenance`]: `labd backup`, `restore` and `check`; [`backup`],
 //!   [`check`], [`kv_snapshot`]: what they do.
+//! - [`allocator`]: small blocks from mimalloc, large ones from the system.
 
+mod allocator;
 mod backup;
 mod bindings;
 mod blobstore;
