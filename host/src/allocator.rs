@@ -24,10 +24,10 @@ use mimalloc::MiMalloc;
 use std::alloc::{GlobalAlloc, Layout, System};
 
 /// The size from which a block is the system allocator's.
-pub const LARGE: usize = 64 << 10;
+const LARGE: usize = 64 << 10;
 
 /// The allocator by size (invariant 1).
-pub struct BySize;
+struct BySize;
 
 #[global_allocator]
 static ALLOCATOR: BySize = BySize;
@@ -106,9 +106,8 @@ mod tests {
             (LARGE + 1, 4 * LARGE),
             (10, LARGE - 8),
         ] {
-            let mut buffer = pattern(from);
-            buffer.shrink_to_fit();
-            let mut grown = std::mem::take(&mut buffer);
+            let mut grown = pattern(from);
+            grown.shrink_to_fit();
             if to > from {
                 grown.reserve_exact(to - from);
                 assert!(grown.capacity() >= to);
