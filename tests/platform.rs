@@ -1,7 +1,9 @@
 //! Host behaviour no service exposes, through the probe component standing in
 //! for the bytes service: traps, the key-value store, its durability.
 
-use crate::crash::{crash_under_load, post_bytes, random_threshold, Crash, Crashable};
+use crate::crash::{
+    crash_under_load, post_bytes, random_threshold, until_one_in_flight, Crash, Crashable,
+};
 use crate::support;
 use crate::support::Labd;
 use std::io::Write;
@@ -56,15 +58,8 @@ fn committed_writes_survive_a_power_cut() {
     committed_writes_survive_a_crash(Crash::PowerCut);
 }
 
-/// Crashes under load until one catches a write in flight: a group's
-/// answers leave together, so a crash may fall between two groups with
-/// every write written before it answered.
 fn committed_writes_survive_a_crash(crash: Crash) {
-    const ATTEMPTS: usize = 3;
-    assert!(
-        (0..ATTEMPTS).any(|_| crash_under_writes(crash)),
-        "no write was in flight at any of {ATTEMPTS} crashes"
-    );
+    until_one_in_flight("write", || crash_under_writes(crash));
 }
 
 /// Clients each writing their own keys, one transaction a key, until the

@@ -192,6 +192,20 @@ pub fn post_bytes(target: &str, content_type: Option<&str>, body: &[u8]) -> Vec<
     bytes
 }
 
+/// Runs `attempt`, a crash under load that answers whether a request was
+/// in flight at its crash (having made every check of it either way),
+/// until one was, at most three times. A crash may come when every request
+/// written before it was already answered (a group's answers leave
+/// together, a client reads its answer late), and then tests none in
+/// flight.
+pub fn until_one_in_flight(what: &str, mut attempt: impl FnMut() -> bool) {
+    const ATTEMPTS: usize = 3;
+    assert!(
+        (0..ATTEMPTS).any(|_| attempt()),
+        "no {what} was in flight at any of {ATTEMPTS} crashes"
+    );
+}
+
 /// A number of acknowledgements in `low..high` that differs between runs:
 /// the instant of the crash.
 pub fn random_threshold(low: usize, high: usize) -> usize {
