@@ -2,39 +2,42 @@
 # Two labd builds measured at the same time, so that whatever the machine
 # does at that moment falls on both: each serves its own fresh store on its
 # own ports under its own `wrk -t1 -c64`, single-fact appends with unique
-# operation IDs, then the journal `head`. The builds swap ports and start
+# operation IDs, then the journal `head`, each request to one of JOURNALS
+# journals (1 by default) drawn at random. The builds swap ports and start
 # order every round. Prints per round and load each build's rate and labd
 # CPU per request, and B's rate over A's. The same build as A and B gives
-# the method's own spread. Needs wrk (Debian's package) and curl.
+# the method's own spread. Needs wrk (Debian's package) and python3.
 #
-# usage: simultaneous.sh ROUNDS SECONDS LABD_A LABD_B
+# usage: simultaneous.sh ROUNDS SECONDS LABD_A LABD_B [JOURNALS]
 set -euo pipefail
-rounds=$1 seconds=$2 a=$3 b=$4
+rounds=$1 seconds=$2 a=$3 b=$4 journals=${5:-1}
 work=$(mktemp -d)
 trap 'kill $(cat "$work"/*.pid 2>/dev/null) 2>/dev/null || true; rm -rf "$work"' EXIT
 
 cat >"$work/append.lua" <<'LUA'
-local f = io.open(os.getenv("SPACE")); local space = f:read("*l"); f:close()
+local spaces = {}
+for line in io.lines(os.getenv("SPACE")) do spaces[#spaces + 1] = line end
 wrk.method = "POST"
 wrk.headers["content-type"] = "application/json"
 local n, tag = 0, tostring(os.time()) .. tostring(math.random(1000000))
 request = function()
   n = n + 1
-  return wrk.format(nil, "/v1/append", nil, '{"space":' .. space ..
+  return wrk.format(nil, "/v1/append", nil, '{"space":' .. spaces[math.random(#spaces)] ..
     ',"facts":["gmViZW5jaAA="],"operation_id":"s' .. tag .. '-' .. n .. '"}')
 end
 LUA
 cat >"$work/head.lua" <<'LUA'
-local f = io.open(os.getenv("SPACE")); local space = f:read("*l"); f:close()
+local spaces = {}
+for line in io.lines(os.getenv("SPACE")) do spaces[#spaces + 1] = line end
 wrk.method = "POST"
 wrk.headers["content-type"] = "application/json"
-wrk.body = '{"space":' .. space .. '}'
-wrk.path = "/v1/head"
+request = function()
+  return wrk.format(nil, "/v1/head", nil, '{"space":' .. spaces[math.random(#spaces)] .. '}')
+end
 LUA
 
-field() { python3 -c "import json,sys; d=json.load(sys.stdin); print(eval(sys.argv[1]))" "$1"; }
-
-# start NAME LABD PORT: labd on PORT..PORT+5; a journal under the root.
+# start NAME LABD PORT: labd on PORT..PORT+5; `journals` journals under
+# the root, one line each in its `space` file.
 start() {
   local name=$1 labd=$2 port=$3 dir=$work/$1
   rm -rf "$dir" && mkdir -p "$dir"
@@ -45,14 +48,18 @@ start() {
     >"$dir/log" 2>&1 &
   echo $! >"$work/$name.pid"
   until [ -f "$dir/ready" ]; do sleep 0.1; done
-  local journal=http://127.0.0.1:$((port + 2)) health root space
-  health=$(curl -s "$journal/healthz")
-  root=$(echo "$health" | field 'd["identity"]["root_id"]')
-  space=$(echo "$health" | field 'd["identity"]["root_space_id"]')
-  space=$(curl -s -X POST "$journal/v1/create" -H 'content-type: application/json' \
-    -d "{\"parent\":{\"root_id\":\"$root\",\"space_id\":\"$space\"},\"key\":\"one\",\"operation_id\":\"one\"}" |
-    field 'd["child"]["space_id"]')
-  echo "{\"root_id\":\"$root\",\"space_id\":\"$space\"}" >"$dir/space"
+  python3 - "http://127.0.0.1:$((port + 2))" "$journals" >"$dir/space" <<'PY'
+import json, sys, urllib.request
+journal, count = sys.argv[1], int(sys.argv[2])
+identity = json.load(urllib.request.urlopen(journal + "/healthz"))["identity"]
+parent = {"root_id": identity["root_id"], "space_id": identity["root_space_id"]}
+for n in range(count):
+    body = {"parent": parent, "key": f"j{n}", "operation_id": f"j{n}"}
+    created = urllib.request.Request(journal + "/v1/create", json.dumps(body).encode(),
+                                     {"content-type": "application/json"})
+    child = json.load(urllib.request.urlopen(created))["child"]["space_id"]
+    print(json.dumps({"root_id": parent["root_id"], "space_id": child}))
+PY
 }
 
 cpu() { awk '{print $14 + $15}' "/proc/$(cat "$work/$1.pid")/stat"; }
