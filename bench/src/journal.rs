@@ -37,7 +37,9 @@
 //!   listed space up to the same cutoff.
 //!
 //! Each append row also shows what labd reports over the same time: write
-//! transactions per store commit (its group commit at work) and the mean
+//! transactions per store commit (its group commit at work), the share of
+//! commits a lone append made on its request's thread (so that its CPU is
+//! not the writer thread's), and the mean
 //! time of its log's flush with the share of the time its writer spent in
 //! one (from the management listener's metrics), the CPU cores its process
 //! kept busy, of those its store's writer thread, the cores the clients
@@ -735,11 +737,12 @@ async fn appends(
                 rate.batches
             ),
             format!(
-                "{:.0} ({:.0} facts/s; {:.1}/commit; cpu: labd {:.2}, writer {:.2} = {:.1} µs/append, \
+                "{:.0} ({:.0} facts/s; {:.1}/commit, {} lone; cpu: labd {:.2}, writer thread {:.2} = {:.1} µs/append, \
                  bench {:.2}; log flush {:.0} µs, {} of the time; disk {})",
                 per_second(rate.batches, rate.elapsed),
                 per_second(rate.facts, rate.elapsed),
                 load.transactions as f64 / load.commits.max(1) as f64,
+                percent(load.lone as f64 / load.commits.max(1) as f64),
                 load.cores(load.cpu),
                 load.cores(load.writer),
                 load.writer.as_secs_f64() * 1e6 / rate.batches.max(1) as f64,
@@ -1012,6 +1015,8 @@ struct Load {
     written: Written,
     commits: u64,
     transactions: u64,
+    /// Commits a lone append made on its request's thread.
+    lone: u64,
     cpu: Duration,
     /// CPU time of the store's writer thread alone.
     writer: Duration,
@@ -1039,6 +1044,7 @@ impl Load {
         self.written.add(other.written);
         self.commits += other.commits;
         self.transactions += other.transactions;
+        self.lone += other.lone;
         self.cpu += other.cpu;
         self.writer += other.writer;
         self.client += other.client;
@@ -1054,6 +1060,7 @@ struct Sample {
     at: Instant,
     commits: u64,
     transactions: u64,
+    lone: u64,
     cpu: Duration,
     writer: Duration,
     client: Duration,
@@ -1093,6 +1100,7 @@ impl Sample {
             flushing: Duration::from_secs_f64(metric(&text, "lab_kv_log_flush_seconds_sum{}")?),
             commits: counter("lab_kv_commits_total")?,
             transactions: counter("lab_kv_transactions_total")?,
+            lone: counter("lab_kv_lone_commits_total")?,
             cpu: cpu_time(&format!("/proc/{}/stat", target.pid))?.1,
             writer: writer_time(target.pid)?,
             client: cpu_time("/proc/self/stat")?.1,
@@ -1108,6 +1116,7 @@ impl Sample {
             written: Written::default(),
             commits: later.commits - self.commits,
             transactions: later.transactions - self.transactions,
+            lone: later.lone - self.lone,
             cpu: later.cpu.saturating_sub(self.cpu),
             writer: later.writer.saturating_sub(self.writer),
             client: later.client.saturating_sub(self.client),

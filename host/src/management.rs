@@ -134,6 +134,9 @@ fn kv_metrics(stats: &crate::kv::Stats) -> String {
          # HELP lab_kv_transactions_total Write transactions made durable by those commits.\n\
          # TYPE lab_kv_transactions_total counter\n\
          lab_kv_transactions_total {}\n\
+         # HELP lab_kv_lone_commits_total Of those commits, the ones a lone write made on its request's thread, without the writer thread.\n\
+         # TYPE lab_kv_lone_commits_total counter\n\
+         lab_kv_lone_commits_total {}\n\
          # HELP lab_kv_checkpoints_total Checkpoints of the key-value store: its data file synced, its log's epoch ended.\n\
          # TYPE lab_kv_checkpoints_total counter\n\
          lab_kv_checkpoints_total {}\n\
@@ -141,6 +144,7 @@ fn kv_metrics(stats: &crate::kv::Stats) -> String {
          # TYPE lab_kv_log_flush_seconds histogram\n",
         stats.groups.load(Relaxed),
         stats.transactions.load(Relaxed),
+        stats.lone.load(Relaxed),
         stats.checkpoints.load(Relaxed)
     );
     stats

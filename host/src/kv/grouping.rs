@@ -41,6 +41,7 @@ pub const BUSY_PER_CORE: usize = 4;
 /// members; shared by a store, its namespaces and its writer.
 pub struct Grouping {
     serving: AtomicUsize,
+    cores: usize,
     wait_us: AtomicU64,
     /// Requests served outside a group past which it may pause.
     busy: usize,
@@ -67,6 +68,7 @@ impl Grouping {
     fn with_cores(cores: usize) -> Grouping {
         Grouping {
             serving: AtomicUsize::new(0),
+            cores,
             wait_us: AtomicU64::new(0),
             busy: cores.saturating_mul(BUSY_PER_CORE),
             saturated_ns: AtomicU64::new(SATURATED.as_nanos() as u64),
@@ -77,6 +79,13 @@ impl Grouping {
     pub fn serve(&self) -> Serving<'_> {
         self.serving.fetch_add(1, Ordering::Relaxed);
         Serving(&self.serving)
+    }
+
+    /// Whether fewer requests are being served than there are cores, so
+    /// that one request thread held by a commit leaves the others a core
+    /// each.
+    pub fn cores_to_spare(&self) -> bool {
+        self.serving.load(Ordering::Relaxed) < self.cores
     }
 
     /// Sets the longest a group's pauses for late members may add up to;

@@ -5,9 +5,10 @@
 //! contiguous key range and a scan is a cursor walk.
 //!
 //! Invariants:
-//! 1. One thread, the writer, owns every write transaction. A request's write
-//!    transaction is a nested transaction of the writer's current group
-//!    transaction; its operations are sent to the writer and answered in order.
+//! 1. One thread, the writer, owns every write transaction, except a lone
+//!    batch's group (9). A request's write transaction is a nested
+//!    transaction of the writer's current group transaction; its
+//!    operations are sent to the writer and answered in order.
 //! 2. The writer serves one request's transaction at a time, start to finish;
 //!    requests queued meanwhile join the same group, and when the queue
 //!    runs dry the writer may pause for more ([`super::grouping`]). A
@@ -45,6 +46,17 @@
 //!    read transaction on the one before. Opening recovers: the
 //!    checkpoint's meta pages written back, the log's writes applied, and
 //!    a checkpoint of the result.
+//! 9. The writer's state is behind one lock, which its thread holds for a
+//!    group from its first member to its answers. A sequenced batch
+//!    applied while no other is, and while fewer requests are being served
+//!    than there are cores ([`Namespace::apply_sequenced`]), is committed
+//!    as a group of its own on the request's thread when it takes that
+//!    lock at once: the same steps as the writer's (1, 2, 7, 8), with no
+//!    thread to wake on the way in or out, and a core left for each other
+//!    request while that thread waits for the log's flush. Whatever may wait
+//!    on others is left to the writer's thread: a map due to grow or found
+//!    full, a log file without room for the record, a checkpoint to
+//!    finish, and any batch that fails.
 
 use super::batch::{BatchOutcome, ReadyBatch, SequencedBatch};
 use super::grouping::{Cores, Grouping};
@@ -57,13 +69,13 @@ use crate::map_gate::{MapGate, ReadPass};
 use crate::storage::{is_no_space, NO_SPACE};
 use heed::types::Bytes;
 use heed::{Database, Env, EnvFlags, EnvOpenOptions, MdbError, RoTxn, RwTxn, WithoutTls};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc as sync_mpsc;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
@@ -199,6 +211,10 @@ impl Waiter {
 pub struct KvStore {
     env: Env<WithoutTls>,
     jobs: sync_mpsc::Sender<Job>,
+    /// The writer's state, shared with its thread (invariant 9).
+    writer: Arc<Mutex<Writer>>,
+    /// Sequenced batches being applied now, the writer's or alone.
+    applying: AtomicUsize,
     stats: Arc<Stats>,
     grouping: Arc<Grouping>,
     gate: Arc<MapGate>,
@@ -330,18 +346,23 @@ impl KvStore {
                 pending: None,
                 checkpointer: Checkpointer::start(dir).map_err(io)?,
             }),
+            found_full: Cell::new(false),
         };
         let (_, used) = writer.record_use();
         writer.ahead.get_mut().checkpointed_at = used;
         let stats = Arc::clone(&writer.stats);
         let grouping = Arc::clone(&writer.grouping);
+        let writer = Arc::new(Mutex::new(writer));
+        let served = Arc::clone(&writer);
         std::thread::Builder::new()
             .name("kv-writer".into())
-            .spawn(move || writer.run(&queue))
+            .spawn(move || Writer::run(&served, &queue))
             .map_err(|e| KvError::Storage(e.to_string()))?;
         let store = Arc::new(KvStore {
             env,
             jobs,
+            writer,
+            applying: AtomicUsize::new(0),
             stats,
             grouping,
             gate,
@@ -431,7 +452,15 @@ impl Namespace {
     /// Applies a sequenced batch in one exchange with the writer; answers
     /// once what it read, and what it wrote, is durable (invariant 7).
     pub async fn apply_sequenced(&self, batch: SequencedBatch) -> Result<BatchOutcome, KvError> {
-        let batch = batch.ready()?;
+        let mut batch = batch.ready()?;
+        let applying = Applying::enter(&self.store.applying);
+        if applying.alone() && self.store.grouping.cores_to_spare() {
+            if let Some(writer) = self.store.idle_writer() {
+                if let Some(outcome) = writer.commit_alone(self.db, &self.name, &mut batch) {
+                    return outcome;
+                }
+            }
+        }
         let (reply, answer) = oneshot::channel();
         self.store
             .jobs
@@ -445,6 +474,38 @@ impl Namespace {
         answer
             .await
             .map_err(|_| KvError::Storage("the writer stopped".into()))?
+    }
+}
+
+/// One sequenced batch being applied ([`KvStore::applying`]).
+struct Applying<'a>(&'a AtomicUsize, usize);
+
+impl<'a> Applying<'a> {
+    fn enter(applying: &'a AtomicUsize) -> Applying<'a> {
+        let before = applying.fetch_add(1, Ordering::Relaxed);
+        Applying(applying, before)
+    }
+
+    /// Whether no other batch was being applied when this one began.
+    fn alone(&self) -> bool {
+        self.1 == 0
+    }
+}
+
+impl Drop for Applying<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl KvStore {
+    /// The writer's state, if no group holds it now (invariant 9).
+    fn idle_writer(&self) -> Option<MutexGuard<'_, Writer>> {
+        match self.writer.try_lock() {
+            Ok(writer) => Some(writer),
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
     }
 }
 
@@ -613,6 +674,9 @@ struct Writer {
     dir: PathBuf,
     ahead: RefCell<Ahead>,
     grouping: Arc<Grouping>,
+    /// A batch committed alone found the map full: the writer's thread
+    /// checkpoints and grows it after its next group (invariant 9).
+    found_full: Cell<bool>,
 }
 
 /// The write-ahead log and what keeps its checkpoint whole (invariant 8).
@@ -660,6 +724,12 @@ fn checkpointer_stopped() -> KvError {
     KvError::Storage("the key-value store's checkpoint thread stopped".into())
 }
 
+/// Whether a map of `size` bytes, `used` up to its high-water mark, is
+/// to grow (invariant 6).
+fn grow_due(size: usize, used: usize) -> bool {
+    used.saturating_mul(GROW_AT.1) >= size.saturating_mul(GROW_AT.0)
+}
+
 /// Whether a checkpoint is due: the log's file half full, or the map's
 /// high-water mark, `used` bytes, climbed by the log's size since the
 /// checkpoint (the pages it pins).
@@ -704,32 +774,80 @@ fn replay(
 }
 
 impl Writer {
-    fn run(&self, queue: &sync_mpsc::Receiver<Job>) {
+    /// The writer's thread: a group for each job it finds queued, each
+    /// under the writer's lock (invariant 9).
+    fn run(writer: &Mutex<Writer>, queue: &sync_mpsc::Receiver<Job>) {
         let mut retry_growth_at = None;
         let mut cores = Cores::of_this_thread();
         while let Ok(first) = queue.recv() {
-            let mut found_full = false;
-            self.group(first, queue, &mut found_full, &mut cores);
-            let (size, used) = self.record_use();
-            {
-                let mut ahead = self.ahead.borrow_mut();
-                let settled = self.settle_checkpoint(&mut ahead, false);
-                // A full map may be full of pages the checkpoint pins.
-                let checkpointed = if found_full {
-                    self.checkpoint(&mut ahead)
-                } else if checkpoint_due(&ahead, used) {
-                    self.begin_checkpoint(&mut ahead)
-                } else {
-                    Ok(())
-                };
-                if let Err(e) = settled.and(checkpointed) {
-                    tracing::warn!(error = %e, "the key-value store could not checkpoint");
-                }
-            }
-            if found_full || used.saturating_mul(GROW_AT.1) >= size.saturating_mul(GROW_AT.0) {
-                self.grow(&mut retry_growth_at);
+            let writer = writer.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut found_full = writer.found_full.take();
+            writer.group(first, queue, &mut found_full, &mut cores);
+            let (size, used) = writer.after_group(found_full);
+            if found_full || grow_due(size, used) {
+                writer.grow(&mut retry_growth_at);
             }
         }
+    }
+
+    /// Settles and begins checkpoints after a group; `found_full` waits
+    /// for one, since a full map may be full of pages the checkpoint pins.
+    /// Answers the map's size and use.
+    fn after_group(&self, found_full: bool) -> (usize, usize) {
+        let (size, used) = self.record_use();
+        let mut ahead = self.ahead.borrow_mut();
+        let settled = self.settle_checkpoint(&mut ahead, false);
+        let checkpointed = if found_full {
+            self.checkpoint(&mut ahead)
+        } else if checkpoint_due(&ahead, used) {
+            self.begin_checkpoint(&mut ahead)
+        } else {
+            Ok(())
+        };
+        if let Err(e) = settled.and(checkpointed) {
+            tracing::warn!(error = %e, "the key-value store could not checkpoint");
+        }
+        (size, used)
+    }
+
+    /// Commits `batch` as a group of its own, on the caller's thread
+    /// (invariant 9); `None` leaves it, unapplied, to the writer's thread.
+    fn commit_alone(
+        &self,
+        db: Database<Bytes, Bytes>,
+        namespace: &str,
+        batch: &mut ReadyBatch,
+    ) -> Option<Result<BatchOutcome, KvError>> {
+        let size = self.stats.map_size.load(Ordering::Relaxed) as usize;
+        let used = self.stats.map_used.load(Ordering::Relaxed) as usize;
+        if self.found_full.get() || grow_due(size, used) {
+            return None;
+        }
+        // Dropped unless committed, the group aborts: nothing of it stays.
+        let mut group = self.env.write_txn().ok()?;
+        let outcome = batch.apply(&mut group, db).ok()?;
+        let mut record = Record::default();
+        for (key, value) in batch.written() {
+            record.put(namespace, key, value);
+        }
+        if record.is_empty() {
+            // Decided on the last commit, which is durable (invariant 7).
+            group.abort();
+            return Some(Ok(outcome));
+        }
+        if !self.ahead.borrow().log.fits(&record) {
+            return None;
+        }
+        let mut found_full = false;
+        let committed = self.commit(group, &record, &mut found_full);
+        if committed.is_ok() {
+            self.stats.groups.fetch_add(1, Ordering::Relaxed);
+            self.stats.transactions.fetch_add(1, Ordering::Relaxed);
+            self.stats.lone.fetch_add(1, Ordering::Relaxed);
+        }
+        self.found_full.set(found_full);
+        self.after_group(false);
+        Some(committed.map(|()| outcome))
     }
 
     /// One group: `first` and the transactions queued while it is served
@@ -1433,6 +1551,143 @@ mod tests {
             Err(KvError::BadBatch(_))
         ));
         assert_eq!(counter(&ns).await, Some(6u64.to_be_bytes().to_vec()));
+        remove(&ns, dir).await;
+    }
+
+    fn lone(ns: &Namespace) -> u64 {
+        ns.store.stats().lone.load(Ordering::Relaxed)
+    }
+
+    /// `sequenced`, with a write of `size` octets more.
+    fn sequenced_with(op: &str, size: usize) -> SequencedBatch {
+        let mut batch = sequenced(op, None, 100);
+        batch.writes.push(SequencedWrite {
+            table: "big".into(),
+            key: op.as_bytes().to_vec(),
+            value: vec![1; size],
+            slots: Vec::new(),
+        });
+        batch
+    }
+
+    /// A batch applied while no other is commits as a group of its own on
+    /// the caller's thread (invariant 9); a refusal decided alone commits
+    /// nothing.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_lone_batch_commits_a_group_of_its_own() {
+        let (dir, ns) = open("lone");
+        set_counter(&ns, 5).await;
+        let (groups, transactions) = counts(&ns);
+        let lone_before = lone(&ns);
+        assert_eq!(
+            ns.apply_sequenced(sequenced("a", None, 100)).await,
+            Ok(BatchOutcome::Applied(5))
+        );
+        assert_eq!(counts(&ns), (groups + 1, transactions + 1));
+        assert_eq!(lone(&ns), lone_before + 1);
+        assert_eq!(counter(&ns).await, Some(6u64.to_be_bytes().to_vec()));
+        let receipt = [&b"r"[..], &6u64.to_be_bytes()].concat();
+        assert_eq!(
+            ns.read().await.unwrap().get("receipt", b"a").unwrap(),
+            Some(receipt.clone())
+        );
+        assert_eq!(
+            ns.apply_sequenced(sequenced("a", None, 100)).await,
+            Ok(BatchOutcome::Guarded(receipt))
+        );
+        assert_eq!(
+            ns.apply_sequenced(sequenced("b", Some(4), 100)).await,
+            Ok(BatchOutcome::Mismatch(6))
+        );
+        assert_eq!(counts(&ns), (groups + 1, transactions + 1));
+        assert_eq!(lone(&ns), lone_before + 1);
+        remove(&ns, dir).await;
+    }
+
+    /// A batch that finds the writer serving a group joins that group, after
+    /// the transaction holding it, instead of committing alone.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_batch_while_the_writer_serves_a_group_joins_it() {
+        let (dir, ns) = open("joins");
+        set_counter(&ns, 5).await;
+        let (groups, transactions) = counts(&ns);
+        let lone_before = lone(&ns);
+        let mut first = ns.write().unwrap();
+        // Answered by the writer: it is serving `first` now.
+        first.get("t", b"none").await.unwrap();
+        let batch = {
+            let ns = ns.clone();
+            tokio::spawn(async move { ns.apply_sequenced(sequenced("a", None, 100)).await })
+        };
+        let writes = vec![("t".into(), b"c".to_vec(), 7u64.to_be_bytes().to_vec())];
+        first.commit_with(writes).await.unwrap();
+        assert_eq!(batch.await.unwrap(), Ok(BatchOutcome::Applied(7)));
+        assert_eq!(lone(&ns), lone_before);
+        assert_eq!(counts(&ns).1, transactions + 2);
+        assert!(counts(&ns).0 <= groups + 2);
+        assert_eq!(counter(&ns).await, Some(8u64.to_be_bytes().to_vec()));
+        remove(&ns, dir).await;
+    }
+
+    /// A lone batch whose record the log's file has no room for is left to
+    /// the writer, which begins a new epoch for it (`log` 3).
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_lone_batch_the_log_has_no_room_for_is_the_writers() {
+        let (dir, ns) = open("lone-log");
+        set_counter(&ns, 0).await;
+        let lone_before = lone(&ns);
+        // Larger than a log file (half of the log's 1 MiB).
+        assert_eq!(
+            ns.apply_sequenced(sequenced_with("a", 600 << 10)).await,
+            Ok(BatchOutcome::Applied(0))
+        );
+        assert_eq!(lone(&ns), lone_before);
+        assert_eq!(
+            ns.read().await.unwrap().get("big", b"a").unwrap(),
+            Some(vec![1; 600 << 10])
+        );
+        remove(&ns, dir).await;
+    }
+
+    /// A lone batch that finds the map full is left to the writer, which
+    /// refuses it and grows the map; the batch is taken once it has grown,
+    /// and once the map is far from full again, batches commit alone.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_lone_batch_that_finds_the_map_full_is_the_writers() {
+        let (dir, ns) = open_with(
+            "lone-full",
+            MapLimits {
+                initial: 256 << 10,
+                ceiling: 16 << 20,
+                log: 4 << 20,
+            },
+        );
+        set_counter(&ns, 0).await;
+        let lone_before = lone(&ns);
+        let mut refusals = 0;
+        let outcome = loop {
+            match ns.apply_sequenced(sequenced_with("a", 300 << 10)).await {
+                Err(KvError::Unavailable(message)) if refusals < 8 => {
+                    assert!(message.contains("is growing"), "{message}");
+                    refusals += 1;
+                }
+                outcome => break outcome,
+            }
+        };
+        assert_eq!(outcome, Ok(BatchOutcome::Applied(0)));
+        assert!(refusals > 0, "the first batch fit");
+        // Each of the writer's groups grows the map while it is due to:
+        // within a few more batches, one finds it far from full.
+        let mut position = 1;
+        while lone(&ns) == lone_before && position < 5 {
+            let op = format!("b{position}");
+            assert_eq!(
+                ns.apply_sequenced(sequenced(&op, None, 100)).await,
+                Ok(BatchOutcome::Applied(position))
+            );
+            position += 1;
+        }
+        assert_eq!(lone(&ns), lone_before + 1);
         remove(&ns, dir).await;
     }
 

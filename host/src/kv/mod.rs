@@ -91,8 +91,13 @@ pub struct Stats {
     pub checkpoints: AtomicU64,
     /// Transactions made durable by those commits.
     pub transactions: AtomicU64,
-    /// The map's size now. Kept by the writer, the only one that may ask
-    /// LMDB (a remap moves what the answer is read from).
+    /// Of those commits, the ones a lone batch made on its request's
+    /// thread, without the writer's (under LMDB; "Key-value store" 12 in
+    /// `docs/design.md`).
+    pub lone: AtomicU64,
+    /// The map's size now. Kept by the holder of the writer's lock, the
+    /// only one that may ask LMDB (a remap moves what the answer is read
+    /// from).
     pub map_size: AtomicU64,
     /// The map's high-water mark: pages up to the last one used, in bytes.
     pub map_used: AtomicU64,
