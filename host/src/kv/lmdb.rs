@@ -2012,13 +2012,7 @@ mod tests {
     async fn a_batch_that_finds_the_map_full_is_refused_alone_from_its_run() {
         let (dir, ns) = open_with("run", AT_CEILING);
         set_counter(&ns, 0).await;
-        let mut too_big = sequenced("c", None, 100);
-        too_big.writes.push(SequencedWrite {
-            table: "big".into(),
-            key: b"c".to_vec(),
-            value: vec![1; 1 << 20],
-            slots: Vec::new(),
-        });
+        let too_big = sequenced_with("c", 1 << 20);
         let (groups, transactions) = counts(&ns);
         let mut first = ns.write().unwrap();
         // Answered by the writer: it is serving `first` now.
