@@ -193,6 +193,19 @@ mod tests {
     }
 
     #[test]
+    fn cores_are_to_spare_while_fewer_requests_are_served_than_there_are_cores() {
+        let grouping = Grouping::with_cores(2);
+        assert!(grouping.cores_to_spare());
+        let first = grouping.serve();
+        assert!(grouping.cores_to_spare());
+        let second = grouping.serve();
+        assert!(!grouping.cores_to_spare());
+        drop(second);
+        assert!(grouping.cores_to_spare());
+        drop(first);
+    }
+
+    #[test]
     fn pauses_only_for_a_shared_group_with_enough_outside_and_busy_cores() {
         let grouping = Grouping::with_cores(1);
         let outside = |n: usize| (0..n).map(|_| grouping.serve()).collect::<Vec<_>>();
