@@ -42,7 +42,9 @@
 //! not the writer thread's), and the mean
 //! time of its log's flush with the share of the time its writer spent in
 //! one (from the management listener's metrics), the CPU cores its process
-//! kept busy, of those its store's writer thread, the cores the clients
+//! kept busy, of those its store's writer thread, the share of the time
+//! that thread was ready to run and waited for a core (its `schedstat`),
+//! the cores the clients
 //! (this process) used (from /proc), and the bytes written to the device
 //! that holds labd's data per append (from /proc/diskstats, by any
 //! process: labd's log and the write-back of its checkpoints). A
@@ -738,7 +740,7 @@ async fn appends(
             ),
             format!(
                 "{:.0} ({:.0} facts/s; {:.1}/commit, {} lone; cpu: labd {:.2}, writer thread {:.2} = {:.1} µs/append, \
-                 bench {:.2}; log flush {:.0} µs, {} of the time; disk {})",
+                 waiting for a core {}; bench {:.2}; log flush {:.0} µs, {} of the time; disk {})",
                 per_second(rate.batches, rate.elapsed),
                 per_second(rate.facts, rate.elapsed),
                 load.transactions as f64 / load.commits.max(1) as f64,
@@ -746,6 +748,10 @@ async fn appends(
                 load.cores(load.cpu),
                 load.cores(load.writer),
                 load.writer.as_secs_f64() * 1e6 / rate.batches.max(1) as f64,
+                load.writer_waiting.map_or("-".into(), |waited| format!(
+                    "{} of the time",
+                    percent(load.cores(waited))
+                )),
                 load.cores(load.client),
                 load.flushing.as_secs_f64() * 1e6 / load.flushes.max(1) as f64,
                 percent(load.flushing.as_secs_f64() / load.wall.as_secs_f64().max(1e-9)),
@@ -1020,6 +1026,9 @@ struct Load {
     cpu: Duration,
     /// CPU time of the store's writer thread alone.
     writer: Duration,
+    /// Time the writer thread was ready to run and waited for a core;
+    /// `None` where the kernel keeps no scheduler statistics.
+    writer_waiting: Option<Duration>,
     /// CPU time of this process, the clients.
     client: Duration,
     /// Log flushes of labd's store meanwhile, and their time together
@@ -1047,6 +1056,10 @@ impl Load {
         self.lone += other.lone;
         self.cpu += other.cpu;
         self.writer += other.writer;
+        // A load's first part adds to the default, which has none.
+        self.writer_waiting = other
+            .writer_waiting
+            .map(|waited| self.writer_waiting.unwrap_or_default() + waited);
         self.client += other.client;
         self.wall += other.wall;
         self.flushes += other.flushes;
@@ -1063,6 +1076,7 @@ struct Sample {
     lone: u64,
     cpu: Duration,
     writer: Duration,
+    writer_waiting: Option<Duration>,
     client: Duration,
     flushes: u64,
     flushing: Duration,
@@ -1103,6 +1117,7 @@ impl Sample {
             lone: counter("lab_kv_lone_commits_total")?,
             cpu: cpu_time(&format!("/proc/{}/stat", target.pid))?.1,
             writer: writer_time(target.pid)?,
+            writer_waiting: writer_waiting(target.pid)?,
             client: cpu_time("/proc/self/stat")?.1,
             disk: match target.device {
                 Some(device) => device.written()?.unwrap_or(0),
@@ -1119,6 +1134,10 @@ impl Sample {
             lone: later.lone - self.lone,
             cpu: later.cpu.saturating_sub(self.cpu),
             writer: later.writer.saturating_sub(self.writer),
+            writer_waiting: later
+                .writer_waiting
+                .zip(self.writer_waiting)
+                .map(|(later, now)| later.saturating_sub(now)),
             client: later.client.saturating_sub(self.client),
             flushes: later.flushes - self.flushes,
             flushing: later.flushing.saturating_sub(self.flushing),
@@ -1159,6 +1178,39 @@ fn writer_time(pid: u32) -> Result<Duration> {
         (0, _) => bail!("labd has no kv-writer thread"),
         (_, time) => Ok(time),
     }
+}
+
+/// How long labd's store writer thread has waited for a core while ready
+/// to run (the second field of its `schedstat`); `None` where the kernel
+/// keeps no scheduler statistics.
+fn writer_waiting(pid: u32) -> Result<Option<Duration>> {
+    let tasks = format!("/proc/{pid}/task");
+    for task in std::fs::read_dir(&tasks).with_context(|| format!("list {tasks}"))? {
+        let task = task?.path();
+        // A thread may end between the listing and the read.
+        let Ok(name) = std::fs::read_to_string(task.join("comm")) else {
+            continue;
+        };
+        if name.trim_end() != "kv-writer" {
+            continue;
+        }
+        let Ok(stat) = std::fs::read_to_string(task.join("schedstat")) else {
+            return Ok(None);
+        };
+        return run_queue_wait(&stat).map(Some);
+    }
+    bail!("labd has no kv-writer thread")
+}
+
+/// The time a thread waited on a run queue, from its `schedstat`: time on
+/// a core, time waiting for one (both in nanoseconds), time slices run.
+fn run_queue_wait(schedstat: &str) -> Result<Duration> {
+    let waited = schedstat
+        .split_whitespace()
+        .nth(1)
+        .and_then(|ns| ns.parse().ok())
+        .context("a malformed schedstat")?;
+    Ok(Duration::from_nanos(waited))
 }
 
 /// How many threads named `name` the process at `proc` (`/proc/<pid>` or
@@ -1994,5 +2046,15 @@ mod tests {
             .count();
         assert_eq!(hits, 10);
         assert_eq!(built_predicate(0, false), "entry");
+    }
+
+    #[test]
+    fn a_threads_run_queue_wait_is_its_schedstats_second_field() {
+        assert_eq!(
+            run_queue_wait("4177016377 2233401915 19564\n").unwrap(),
+            Duration::from_nanos(2_233_401_915)
+        );
+        assert!(run_queue_wait("4177016377").is_err());
+        assert!(run_queue_wait("").is_err());
     }
 }
