@@ -1456,8 +1456,8 @@ impl Load {
 
 /// labd's and this process's CPU time now.
 fn cpu(pid: u32) -> Result<(Instant, Duration, Duration)> {
-    let labd = journal::cpu_time(&format!("/proc/{pid}/stat"))?.1;
-    let bench = journal::cpu_time("/proc/self/stat")?.1;
+    let labd = journal::cpu_time(&format!("/proc/{pid}/stat"))?;
+    let bench = journal::cpu_time("/proc/self/stat")?;
     Ok((Instant::now(), labd, bench))
 }
 

@@ -290,8 +290,8 @@ impl Load {
         let labd_stat = format!("/proc/{}/stat", target.pid);
         let cpu = || -> Result<(Duration, Duration)> {
             Ok((
-                journal::cpu_time(&labd_stat)?.1,
-                journal::cpu_time("/proc/self/stat")?.1,
+                journal::cpu_time(&labd_stat)?,
+                journal::cpu_time("/proc/self/stat")?,
             ))
         };
         let (labd, bench) = cpu()?;

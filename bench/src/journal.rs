@@ -1115,10 +1115,10 @@ impl Sample {
             commits: counter("lab_kv_commits_total")?,
             transactions: counter("lab_kv_transactions_total")?,
             lone: counter("lab_kv_lone_commits_total")?,
-            cpu: cpu_time(&format!("/proc/{}/stat", target.pid))?.1,
+            cpu: cpu_time(&format!("/proc/{}/stat", target.pid))?,
             writer: writer_time(target.pid)?,
             writer_waiting: writer_waiting(target.pid)?,
-            client: cpu_time("/proc/self/stat")?.1,
+            client: cpu_time("/proc/self/stat")?,
             disk: match target.device {
                 Some(device) => device.written()?.unwrap_or(0),
                 None => 0,
@@ -1149,17 +1149,16 @@ impl Sample {
 
 /// labd's CPU time so far, all its threads.
 fn labd_cpu_time(pid: u32) -> Result<Duration> {
-    Ok(cpu_time(&format!("/proc/{pid}/stat"))?.1)
+    cpu_time(&format!("/proc/{pid}/stat"))
 }
 
-/// The name and the user plus system time in a /proc `stat` file: of a
-/// process (all its threads) or of one thread. Times are in clock ticks of
-/// 1/100 s (Linux's USER_HZ).
-pub(crate) fn cpu_time(path: &str) -> Result<(String, Duration)> {
+/// The user plus system time in a /proc `stat` file: of a process (all its
+/// threads) or of one thread. Times are in clock ticks of 1/100 s (Linux's
+/// USER_HZ).
+pub(crate) fn cpu_time(path: &str) -> Result<Duration> {
     let stat = std::fs::read_to_string(path).with_context(|| format!("read {path}"))?;
     // The name may hold spaces and parentheses; the fields after it do not.
-    let (head, rest) = stat.rsplit_once(')').context("a malformed stat")?;
-    let name = head.split_once('(').context("a malformed stat")?.1;
+    let (_, rest) = stat.rsplit_once(')').context("a malformed stat")?;
     let fields: Vec<&str> = rest.split_whitespace().collect();
     // utime and stime are fields 14 and 15; `state`, field 3, comes first.
     let ticks = |field: usize| -> Result<u64> {
@@ -1168,8 +1167,7 @@ pub(crate) fn cpu_time(path: &str) -> Result<(String, Duration)> {
             .and_then(|v| v.parse().ok())
             .context("a malformed stat")
     };
-    let time = Duration::from_millis((ticks(14)? + ticks(15)?) * 10);
-    Ok((name.to_string(), time))
+    Ok(Duration::from_millis((ticks(14)? + ticks(15)?) * 10))
 }
 
 /// CPU time of labd's store writer thread (named `kv-writer`).
@@ -1184,22 +1182,13 @@ fn writer_time(pid: u32) -> Result<Duration> {
 /// to run (the second field of its `schedstat`); `None` where the kernel
 /// keeps no scheduler statistics.
 fn writer_waiting(pid: u32) -> Result<Option<Duration>> {
-    let tasks = format!("/proc/{pid}/task");
-    for task in std::fs::read_dir(&tasks).with_context(|| format!("list {tasks}"))? {
-        let task = task?.path();
-        // A thread may end between the listing and the read.
-        let Ok(name) = std::fs::read_to_string(task.join("comm")) else {
-            continue;
-        };
-        if name.trim_end() != "kv-writer" {
-            continue;
-        }
-        let Ok(stat) = std::fs::read_to_string(task.join("schedstat")) else {
-            return Ok(None);
-        };
-        return run_queue_wait(&stat).map(Some);
+    let Some(writer) = threads_named(&format!("/proc/{pid}"), "kv-writer")?.pop() else {
+        bail!("labd has no kv-writer thread");
+    };
+    match std::fs::read_to_string(writer.join("schedstat")) {
+        Ok(stat) => run_queue_wait(&stat).map(Some),
+        Err(_) => Ok(None),
     }
-    bail!("labd has no kv-writer thread")
 }
 
 /// The time a thread waited on a run queue, from its `schedstat`: time on
@@ -1216,19 +1205,30 @@ fn run_queue_wait(schedstat: &str) -> Result<Duration> {
 /// How many threads named `name` the process at `proc` (`/proc/<pid>` or
 /// `/proc/self`) has, and their CPU time so far.
 pub(crate) fn threads_time(proc: &str, name: &str) -> Result<(usize, Duration)> {
-    let tasks = format!("{proc}/task");
     let (mut count, mut total) = (0, Duration::ZERO);
-    for task in std::fs::read_dir(&tasks).with_context(|| format!("list {tasks}"))? {
-        let path = task?.path().join("stat");
+    for task in threads_named(proc, name)? {
         // A thread may end between the listing and the read.
-        if let Ok((named, time)) = cpu_time(&path.to_string_lossy()) {
-            if named == name {
-                count += 1;
-                total += time;
-            }
+        if let Ok(time) = cpu_time(&task.join("stat").to_string_lossy()) {
+            count += 1;
+            total += time;
         }
     }
     Ok((count, total))
+}
+
+/// The `/proc` directories of the threads named `name` of the process at
+/// `proc`.
+fn threads_named(proc: &str, name: &str) -> Result<Vec<std::path::PathBuf>> {
+    let tasks = format!("{proc}/task");
+    let mut named = Vec::new();
+    for task in std::fs::read_dir(&tasks).with_context(|| format!("list {tasks}"))? {
+        let task = task?.path();
+        // A thread may end between the listing and the read.
+        if std::fs::read_to_string(task.join("comm")).is_ok_and(|comm| comm.trim_end() == name) {
+            named.push(task);
+        }
+    }
+    Ok(named)
 }
 
 /// `clients` new connections appending `batch` facts back to back for
