@@ -8,8 +8,9 @@
 # CPU per request, the store's writer thread's share of it, context
 # switches per request (every labd thread), interrupts per request that
 # woke another CPU (the machine's, whoever sent them), requests per commit
-# of the store, and the append's rate over the `head`'s. simultaneous.sh is the other method: both builds at once.
-# Needs wrk (Debian's package) and python3.
+# of the store, and the append's rate over the `head`'s. simultaneous.sh
+# is the other method: both builds at once. Needs wrk (Debian's package),
+# curl and python3.
 #
 # usage: alternate.sh ROUNDS SECONDS JOURNALS LABD...
 set -euo pipefail
@@ -48,7 +49,8 @@ for round in $(seq "$rounds"); do
       line+=$(python3 -c "
 n, s, t = $requests, $seconds, $tick
 print(f' {\"$load\"} {n / s:.0f}/s {($c1 - $c0) / t / n * 1e6:.1f} µs '
-      f'(writer {($w1 - $w0) / t / n * 1e6:.1f}, {($s1 - $s0) / n:.2f} switches, {($i1 - $i0) / n:.2f} wake-up interrupts, {n / max($g1 - $g0, 1):.1f} a commit);', end='')")
+      f'(writer {($w1 - $w0) / t / n * 1e6:.1f}, {($s1 - $s0) / n:.2f} switches, {($i1 - $i0) / n:.2f} wake-up interrupts, '
+      f'{f\"{n / ($g1 - $g0):.1f} a commit\" if $g1 > $g0 else \"no commits\"});', end='')")
       eval "rate_$load=$requests"
     done
     echo "$line append/head $(python3 -c "print(f'{$rate_append / $rate_head:.0%}')")"
