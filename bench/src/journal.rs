@@ -1108,6 +1108,7 @@ impl Sample {
                 .with_context(|| format!("metrics without {name}"))
         }
         let counter = |name: &str| metric::<u64>(&text, name);
+        let (writer, writer_waiting) = writer_times(target.pid)?;
         Ok(Sample {
             at: Instant::now(),
             flushes: counter("lab_kv_log_flush_seconds_count{}")?,
@@ -1116,8 +1117,8 @@ impl Sample {
             transactions: counter("lab_kv_transactions_total")?,
             lone: counter("lab_kv_lone_commits_total")?,
             cpu: cpu_time(&format!("/proc/{}/stat", target.pid))?,
-            writer: writer_time(target.pid)?,
-            writer_waiting: writer_waiting(target.pid)?,
+            writer,
+            writer_waiting,
             client: cpu_time("/proc/self/stat")?,
             disk: match target.device {
                 Some(device) => device.written()?.unwrap_or(0),
@@ -1148,7 +1149,7 @@ impl Sample {
 }
 
 /// labd's CPU time so far, all its threads.
-fn labd_cpu_time(pid: u32) -> Result<Duration> {
+pub(crate) fn labd_cpu_time(pid: u32) -> Result<Duration> {
     cpu_time(&format!("/proc/{pid}/stat"))
 }
 
@@ -1170,25 +1171,20 @@ pub(crate) fn cpu_time(path: &str) -> Result<Duration> {
     Ok(Duration::from_millis((ticks(14)? + ticks(15)?) * 10))
 }
 
-/// CPU time of labd's store writer thread (named `kv-writer`).
-fn writer_time(pid: u32) -> Result<Duration> {
-    match threads_time(&format!("/proc/{pid}"), "kv-writer")? {
-        (0, _) => bail!("labd has no kv-writer thread"),
-        (_, time) => Ok(time),
-    }
-}
-
-/// How long labd's store writer thread has waited for a core while ready
-/// to run (the second field of its `schedstat`); `None` where the kernel
-/// keeps no scheduler statistics.
-fn writer_waiting(pid: u32) -> Result<Option<Duration>> {
+/// CPU time of labd's store writer thread (named `kv-writer`), and how
+/// long it has waited for a core while ready to run (the second field of
+/// its `schedstat`; `None` where the kernel keeps no scheduler
+/// statistics).
+fn writer_times(pid: u32) -> Result<(Duration, Option<Duration>)> {
     let Some(writer) = threads_named(&format!("/proc/{pid}"), "kv-writer")?.pop() else {
         bail!("labd has no kv-writer thread");
     };
-    match std::fs::read_to_string(writer.join("schedstat")) {
-        Ok(stat) => run_queue_wait(&stat).map(Some),
-        Err(_) => Ok(None),
-    }
+    let cpu = cpu_time(&writer.join("stat").to_string_lossy())?;
+    let waited = match std::fs::read_to_string(writer.join("schedstat")) {
+        Ok(stat) => Some(run_queue_wait(&stat)?),
+        Err(_) => None,
+    };
+    Ok((cpu, waited))
 }
 
 /// The time a thread waited on a run queue, from its `schedstat`: time on
@@ -1202,18 +1198,17 @@ fn run_queue_wait(schedstat: &str) -> Result<Duration> {
     Ok(Duration::from_nanos(waited))
 }
 
-/// How many threads named `name` the process at `proc` (`/proc/<pid>` or
-/// `/proc/self`) has, and their CPU time so far.
-pub(crate) fn threads_time(proc: &str, name: &str) -> Result<(usize, Duration)> {
-    let (mut count, mut total) = (0, Duration::ZERO);
+/// The CPU time so far of the threads named `name` of the process at
+/// `proc` (`/proc/<pid>` or `/proc/self`), together.
+pub(crate) fn threads_time(proc: &str, name: &str) -> Result<Duration> {
+    let mut total = Duration::ZERO;
     for task in threads_named(proc, name)? {
         // A thread may end between the listing and the read.
         if let Ok(time) = cpu_time(&task.join("stat").to_string_lossy()) {
-            count += 1;
             total += time;
         }
     }
-    Ok((count, total))
+    Ok(total)
 }
 
 /// The `/proc` directories of the threads named `name` of the process at

@@ -120,7 +120,8 @@ pub async fn run(target: Target, round: Duration) -> Result<Vec<Row>> {
         let (mut http, mut socket) = (Calls::default(), Calls::default());
         for _ in 0..ROUNDS {
             for binding in [Binding::Http, Binding::Socket] {
-                let (labd_before, bench_before) = (labd_cpu(target.pid)?, bench_cpu()?);
+                let (labd_before, bench_before) =
+                    (crate::journal::labd_cpu_time(target.pid)?, bench_cpu()?);
                 let done = load(addr, &signer, &built, binding, clients, round).await?;
                 let sum = if binding == Binding::Http {
                     &mut http
@@ -129,7 +130,7 @@ pub async fn run(target: Target, round: Duration) -> Result<Vec<Row>> {
                 };
                 sum.done += done;
                 sum.time += round;
-                sum.labd += labd_cpu(target.pid)?.saturating_sub(labd_before);
+                sum.labd += crate::journal::labd_cpu_time(target.pid)?.saturating_sub(labd_before);
                 sum.bench += bench_cpu()?.saturating_sub(bench_before);
             }
         }
@@ -288,11 +289,6 @@ async fn socket_client(
     }
     socket.close(None).await.ok();
     Ok(done)
-}
-
-/// labd's CPU time so far (user and system).
-fn labd_cpu(pid: u32) -> Result<Duration> {
-    crate::journal::cpu_time(&format!("/proc/{pid}/stat"))
 }
 
 /// This process's CPU time so far: the clients' (user and system).
