@@ -216,6 +216,76 @@ fn a_request_holding_a_write_transaction_cannot_apply_a_sequenced_batch() {
 }
 
 #[test]
+fn a_submitted_batch_is_answered_by_its_outcome_once_the_handler_returned() {
+    let labd = start_probe("kv-submit");
+    let client = labd.bytes();
+    let submit = |mode: &str, guard: &str| {
+        let response = client.post(&format!("/kv/submit?key={mode}&value={guard}"), None, b"");
+        let body = String::from_utf8_lossy(&response.body).into_owned();
+        (response, body)
+    };
+    let answered = |mode: &str, guard: &str| {
+        let (response, body) = submit(mode, guard);
+        (response.status, body)
+    };
+    // Every outcome answers what the component gave for it, with the
+    // handler's headers; the handler's own status and body are set aside.
+    assert_eq!(answered("ok", "a"), (404, "no counter".into()));
+    assert_eq!(client.get("/kv/get?key=a").status, 404, "nothing written");
+    assert_eq!(client.post("/kv/counter", None, b"").status, 200);
+    let (applied, body) = submit("ok", "a");
+    assert_eq!((applied.status, body.as_str()), (201, "applied 1"));
+    assert_eq!(applied.header("lab-service"), Some("bytes"));
+    assert_eq!(applied.header("content-type"), Some("text/plain"));
+    assert_eq!(answered("ok", "a"), (200, "guarded 1".into()));
+    assert_eq!(answered("expect-5", "b"), (409, "mismatch 1".into()));
+    assert_eq!(answered("ceiling", "c"), (413, "past 1".into()));
+    // A handler that fails after submitting applies nothing.
+    let (trapped, _) = submit("trap", "d");
+    trapped.assert_error(500, "internal");
+    assert_eq!(answered("ok", "e"), (201, "applied 2".into()));
+    // One batch a request: the second is refused and applies nothing.
+    assert_eq!(answered("twice", "f"), (201, "applied 3".into()));
+    assert_eq!(answered("ok", "g"), (201, "applied 4".into()));
+    // Refused, nothing submitted: the handler answers.
+    let (status, body) = answered("writing", "h");
+    assert_eq!(status, 409, "{body}");
+    assert!(
+        body.contains("cannot be submitted while the request holds a write transaction"),
+        "{body}"
+    );
+    let (status, body) = answered("malformed", "i");
+    assert_eq!(status, 409, "{body}");
+    assert!(body.contains("malformed answers"), "{body}");
+    assert_eq!(answered("ok", "j"), (201, "applied 5".into()));
+}
+
+#[test]
+fn a_batch_submitted_in_a_call_answers_the_caller() {
+    let probe = support::built_component("probe");
+    let probe = probe.to_str().unwrap();
+    let labd = Labd::start(
+        "kv-submit-call",
+        &["--bytes-component", probe, "--coord-component", probe],
+    );
+    assert_eq!(labd.bytes().post("/kv/counter", None, b"").status, 200);
+    let call = |mode: &str| {
+        let response = labd.coord().post(
+            &format!("/call?key=bytes&value=/kv/submit?key={mode}"),
+            None,
+            b"{}",
+        );
+        (
+            response.status,
+            String::from_utf8_lossy(&response.body).into_owned(),
+        )
+    };
+    assert_eq!(call("ok"), (201, "applied 1".into()));
+    assert_eq!(call("ok"), (200, "guarded 1".into()));
+    assert_eq!(call("expect-5"), (409, "mismatch 1".into()));
+}
+
+#[test]
 fn a_batch_read_of_a_snapshot_answers_in_order_up_to_its_bound() {
     let labd = start_probe("kv-get-all");
     let client = labd.bytes();

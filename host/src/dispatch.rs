@@ -2,6 +2,7 @@
 
 use crate::bindings::{services, types::Header, WitRequest, WitResponse};
 use crate::body::{with_idle_limit, BoxError, IncomingBody, PeerBody};
+use crate::deferred;
 use crate::parts::{self, Part};
 use crate::server::Listener;
 use crate::service::{Admission, InstanceError, Service, NO_MEMORY};
@@ -213,6 +214,7 @@ async fn run(
         .extensions
         .get::<Listener>()
         .map(|listener| Arc::clone(&listener.verified));
+    instance.store.data_mut().allow_deferred();
     let body = instance.store.data_mut().table.push(body)?;
     let handler = instance.service.lab_platform_handler();
     let mut wit_response = match handler
@@ -226,8 +228,32 @@ async fn run(
         Err(e) => return Err(e.into()),
     };
     let operation = wit_response.operation.take();
+    if let Some(deferred) = instance.store.data_mut().take_deferred() {
+        // The instance goes before the batch is applied; its place in the
+        // budget stays the request's until it is answered, so the budget
+        // bounds the answers waiting on batches as it bounded the
+        // instances, and the request stays counted as served for the
+        // writer's groups.
+        drop(instance);
+        let answer = deferred.answer().await;
+        let headers = answer_headers(&answer, wit_response.headers);
+        let response = with_head(answer.status, headers, ResponseBody::whole(answer.body))?;
+        return Ok((operation, response));
+    }
     let response = into_http(wit_response, &mut instance.store.data_mut().table).await?;
     Ok((operation, response))
+}
+
+/// The headers of an answer a batch's outcome gave: the handler's, and
+/// `Retry-After` where the answer asks for a later retry.
+fn answer_headers(answer: &deferred::Answer, mut headers: Vec<Header>) -> Vec<Header> {
+    if answer.retry_later {
+        headers.push(Header {
+            name: hyper::header::RETRY_AFTER.as_str().to_string(),
+            value: RETRY_AFTER_SECONDS.as_bytes().to_vec(),
+        });
+    }
+    headers
 }
 
 /// Builds the HTTP response, taking ownership of the blob readers and peer
@@ -246,9 +272,18 @@ async fn into_http(
         ResponseBody::Streamed(parts::stream(parts, STREAM_DEPTH))
     };
 
+    with_head(response.status, response.headers, body)
+}
+
+/// `body` with a component's status and headers.
+fn with_head(
+    status: u16,
+    headers: Vec<Header>,
+    body: ResponseBody,
+) -> anyhow::Result<HttpResponse> {
     let mut http = hyper::Response::new(body);
-    *http.status_mut() = hyper::StatusCode::from_u16(response.status)?;
-    for header in response.headers {
+    *http.status_mut() = hyper::StatusCode::from_u16(status)?;
+    for header in headers {
         http.headers_mut().append(
             HeaderName::from_bytes(header.name.as_bytes())?,
             HeaderValue::from_bytes(&header.value)?,
@@ -344,6 +379,7 @@ async fn answer_call(
         Ok(ready) => ready,
         Err(e) => return (Err(e.into()), Some(body)),
     };
+    instance.store.data_mut().allow_deferred();
     let resource = match instance.store.data_mut().table.push(body) {
         Ok(resource) => resource,
         Err(e) => return (Err(e.into()), None),
@@ -353,24 +389,43 @@ async fn answer_call(
     let outcome = handler
         .call_handle(&mut instance.store, &wit_request, resource)
         .await;
-    let table = &mut instance.store.data_mut().table;
+    let state = instance.store.data_mut();
     // The body was lent to the instance; it is the host's again.
-    let body = table.delete(Resource::<IncomingBody>::new_own(rep)).ok();
-    let answer = outcome.map_err(anyhow::Error::from).and_then(|response| {
-        let operation = response.operation.as_deref().unwrap_or("none");
+    let body = state
+        .table
+        .delete(Resource::<IncomingBody>::new_own(rep))
+        .ok();
+    let response = match outcome {
+        Ok(response) => response,
+        Err(e) => return (Err(e.into()), body),
+    };
+    let operation = response.operation.as_deref().unwrap_or("none");
+    let answer = match state.take_deferred() {
+        Some(deferred) => {
+            drop(instance);
+            let answer = deferred.answer().await;
+            Ok(Answer {
+                status: answer.status,
+                headers: answer_headers(&answer, response.headers),
+                parts: vec![Part::Bytes(answer.body.into())],
+            })
+        }
+        None => parts::take(response.body, &mut state.table).and_then(|parts| {
+            anyhow::ensure!(
+                !parts.iter().any(|p| matches!(p, Part::Relay { .. })),
+                "a relay in the answer to a call"
+            );
+            Ok(Answer {
+                status: response.status,
+                headers: response.headers,
+                parts,
+            })
+        }),
+    };
+    if let Ok(answer) = &answer {
         service
             .metrics
-            .observe_request(operation, response.status, started.elapsed());
-        let parts = parts::take(response.body, table)?;
-        anyhow::ensure!(
-            !parts.iter().any(|p| matches!(p, Part::Relay { .. })),
-            "a relay in the answer to a call"
-        );
-        Ok(Answer {
-            status: response.status,
-            headers: response.headers,
-            parts,
-        })
-    });
+            .observe_request(operation, answer.status, started.elapsed());
+    }
     (answer, body)
 }

@@ -35,6 +35,7 @@ mod capabilities;
 mod check;
 mod clock;
 mod coord;
+mod deferred;
 mod dispatch;
 mod durable;
 mod engine;

@@ -178,6 +178,11 @@ pub(crate) fn refuse(operation: Option<&str>, refusal: &Refusal) -> Response {
     )
 }
 
+/// The body [`refuse`] answers for `refusal`.
+pub(crate) fn refusal_body(refusal: &Refusal) -> Vec<u8> {
+    lab_kit::reply::error_body(refusal.code(), &refusal.message(), refusal.details())
+}
+
 fn method_not_allowed(allow: &str) -> Response {
     REPLY.method_not_allowed("invalid", allow)
 }

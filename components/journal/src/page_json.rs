@@ -256,13 +256,35 @@ pub fn append_request(
 /// An `append` answer: `{cutoff, first, last, replayed, space: {root_id,
 /// space_id}}`, the cutoff the batch's last position.
 pub fn appended(root: RootId, space: SpaceId, first: u64, last: u64, replayed: bool) -> Vec<u8> {
-    let mut out = Vec::with_capacity(160);
-    out.extend_from_slice(b"{\"cutoff\":");
+    let (template, at) = appended_template(root, space, replayed);
+    let mut out = Vec::with_capacity(template.len() + 60);
+    out.extend_from_slice(&template[..at.cutoff]);
     decimal(&mut out, last);
-    out.extend_from_slice(b",\"first\":");
+    out.extend_from_slice(&template[at.cutoff..at.first]);
     decimal(&mut out, first);
-    out.extend_from_slice(b",\"last\":");
+    out.extend_from_slice(&template[at.first..at.last]);
     decimal(&mut out, last);
+    out.extend_from_slice(&template[at.last..]);
+    out
+}
+
+/// Where an [`appended_template`] takes its numbers, in order.
+pub struct AppendedAt {
+    pub cutoff: usize,
+    pub first: usize,
+    pub last: usize,
+}
+
+/// An `append` answer with its cutoff, first and last positions left out,
+/// and where each goes.
+pub fn appended_template(root: RootId, space: SpaceId, replayed: bool) -> (Vec<u8>, AppendedAt) {
+    let mut out = Vec::with_capacity(128);
+    out.extend_from_slice(b"{\"cutoff\":");
+    let cutoff = out.len();
+    out.extend_from_slice(b",\"first\":");
+    let first = out.len();
+    out.extend_from_slice(b",\"last\":");
+    let last = out.len();
     out.extend_from_slice(if replayed {
         b",\"replayed\":true,\"space\":{"
     } else {
@@ -270,7 +292,14 @@ pub fn appended(root: RootId, space: SpaceId, first: u64, last: u64, replayed: b
     });
     space_ref_members(&mut out, root, space);
     out.extend_from_slice(b"}}");
-    out
+    (
+        out,
+        AppendedAt {
+            cutoff,
+            first,
+            last,
+        },
+    )
 }
 
 /// `bytes` as a JSON string of their standard padded base64, which needs

@@ -5,8 +5,9 @@ pub use crate::declared::ArgumentIndex;
 pub use crate::filter::Origin;
 use crate::ids::{InstanceId, RootId, SpaceId};
 use crate::refusal::Refusal;
+use lab_guest::lab::platform::advances::Advance;
 use lab_guest::lab::platform::kv::{
-    self, BatchOutcome, CounterSlot, Entry, KvError, Range, SequencedBatch, SequencedWrite,
+    self, BatchAnswers, CounterSlot, Entry, KvError, Range, SequencedBatch, SequencedWrite,
     TableKey, TableWrite,
 };
 use sha2::{Digest, Sha256};
@@ -661,10 +662,34 @@ fn position_in(key: &[u8]) -> usize {
     key.len() - 8
 }
 
+/// Where a receipt of this layout holds the positions a guarded batch
+/// answers with: the prefix such a receipt of a request with `digest`
+/// starts with, and the offsets of its first and last positions.
+pub fn positions_receipt(digest: &[u8; DIGEST_BYTES]) -> (Vec<u8>, u32, u32) {
+    (
+        concat(&[digest, &[POSITIONS_RESULT]]),
+        (DIGEST_BYTES + RESULT_FIRST_AT) as u32,
+        (DIGEST_BYTES + RESULT_LAST_AT) as u32,
+    )
+}
+
+/// A failed exchange with the store, as a refusal.
+fn batch_failed(e: KvError) -> Refusal {
+    no_room(e).unwrap_or_else(|e| {
+        Refusal::Internal(format!("the batch failed; its outcome is uncertain: {e:?}"))
+    })
+}
+
 impl AppendBatch<'_> {
-    /// Applies the batch in one exchange with the store; answers once it
-    /// and what it read are durable.
-    pub fn apply(self) -> Result<BatchOutcome, Refusal> {
+    /// Leaves the request's answer to the batch's outcome: the host
+    /// applies it once the handler has returned, announces `advance` if it
+    /// applied, and answers as `answers` say for the outcome it met, once
+    /// durable.
+    pub fn submit(self, answers: &BatchAnswers, advance: &Advance) -> Result<(), Refusal> {
+        kv::submit_sequenced(&self.sequenced(), answers, Some(advance)).map_err(batch_failed)
+    }
+
+    fn sequenced(self) -> SequencedBatch {
         let count = self.facts.len() as u64;
         // The rows as `Writes` lays them out, every position 0: the store
         // fills each slot from the head before it writes. Fact k's rows
@@ -698,19 +723,14 @@ impl AppendBatch<'_> {
                 slot(false, DIGEST_BYTES + RESULT_LAST_AT, count),
             ],
         ));
-        let batch = SequencedBatch {
+        SequencedBatch {
             guard: table_key(RECEIPT, receipt_key),
             counter: table_key(HEAD, self.space.0),
             expected: self.expected_cutoff,
             count,
             ceiling: self.max_position,
             writes,
-        };
-        kv::apply_sequenced(&batch).map_err(|e| {
-            no_room(e).unwrap_or_else(|e| {
-                Refusal::Internal(format!("the batch failed; its outcome is uncertain: {e:?}"))
-            })
-        })
+        }
     }
 }
 

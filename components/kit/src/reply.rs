@@ -75,11 +75,8 @@ impl Replier {
         details: Option<Value>,
         operation: Option<&str>,
     ) -> Response {
-        let mut body = json!({ "error": code, "message": message });
-        if let Some(details) = details {
-            body["details"] = details;
-        }
-        let mut response = self.json(status, &body, operation);
+        let body = error_body(code, message, details);
+        let mut response = self.json_text(status, body, operation);
         if status == 503 {
             response.headers.push(header(
                 "retry-after",
@@ -103,6 +100,16 @@ impl Replier {
             .push(header("allow", allow.as_bytes().to_vec()));
         response
     }
+}
+
+/// The JSON text of the error envelope `{error, message}` (and `details`
+/// when given).
+pub fn error_body(code: &str, message: &str, details: Option<Value>) -> Vec<u8> {
+    let mut body = json!({ "error": code, "message": message });
+    if let Some(details) = details {
+        body["details"] = details;
+    }
+    serde_json::to_vec(&body).expect("a JSON value serializes")
 }
 
 fn header(name: &str, value: Vec<u8>) -> Header {

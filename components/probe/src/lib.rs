@@ -12,6 +12,8 @@
 //! | `POST /kv/increment` | read-modify-write of one counter; answers the new value |
 //! | `POST /kv/two-writers` | opens a second write transaction while one is open |
 //! | `POST /kv/batch-while-writing` | applies a sequenced batch while a write transaction is open |
+//! | `POST /kv/counter` | one write transaction: sets the counter of `/kv/submit` to 0 |
+//! | `POST /kv/submit?key=MODE&value=G` | `kv.submit-sequenced` of a batch advancing the counter by 1, guarded by key G (MODE without one; see [`submit`]); MODE `ok`; `expect-5` (expects the counter at 5); `ceiling` (ceiling 0); `trap` (traps after submitting); `twice` (submits a second batch); `writing` (submits holding a write transaction: 409 with the refusal); `malformed` (a number past its body: 409 with the refusal) |
 //! | `POST /call?key=S&value=T` | sends its body to service S as `POST T` (JSON); answers the peer's status and body, or 502 with the call's error |
 //! | `POST /forward?key=S&value=T` | `call-streaming` of `POST T` to S with its own body forwarded; answers the peer's status and body (read through `response-body`), or 502 |
 //! | `GET /config?key=K` | the service's setting K, or 404 |
@@ -148,6 +150,18 @@ impl Guest for Probe {
                     Ok(outcome) => text(200, &format!("{outcome:?}")),
                     Err(e) => text(409, &format!("{e:?}")),
                 }
+            }
+            ("POST", "/kv/counter") => {
+                let txn = kv::begin_write().expect("begin");
+                txn.put(TABLE, b"counter", &0u64.to_be_bytes())
+                    .expect("put");
+                txn.commit().expect("commit");
+                text(200, "0")
+            }
+            ("POST", "/kv/submit") => {
+                let (mode, guard) = (param(0), param(1));
+                let guard = if guard.is_empty() { &mode } else { &guard };
+                submit(&String::from_utf8_lossy(&mode), guard)
             }
             ("POST", "/call") => {
                 let bytes = read_body(body).expect("read the body");
@@ -431,6 +445,77 @@ fn read_all(body: &ResponseBody) -> Result<Vec<u8>, String> {
             return Ok(bytes);
         }
         bytes.extend_from_slice(&chunk);
+    }
+}
+
+/// `kv.submit-sequenced` of one batch advancing `counter` by 1, guarded
+/// by `guard`, whose value is the counter's new value; `mode` says what
+/// else the handler does (see the table above). Each outcome answers its
+/// name and number: `applied N` (N the counter's new value, 201),
+/// `guarded N` (200), `mismatch N` (409), `past N` (413), `no counter`
+/// (404). The handler's own answer, 299, is set aside.
+fn submit(mode: &str, guard: &[u8]) -> Response {
+    let key = |key: &[u8]| kv::TableKey {
+        table: TABLE.into(),
+        key: key.to_vec(),
+    };
+    let batch = kv::SequencedBatch {
+        guard: key(guard),
+        counter: key(b"counter"),
+        expected: (mode == "expect-5").then_some(5),
+        count: 1,
+        ceiling: if mode == "ceiling" { 0 } else { u64::MAX },
+        writes: vec![kv::SequencedWrite {
+            table: TABLE.into(),
+            key: guard.to_vec(),
+            value: vec![0; 8],
+            slots: vec![kv::CounterSlot {
+                in_key: false,
+                offset: 0,
+                addend: 1,
+            }],
+        }],
+    };
+    let numbered = |status: u16, name: &str, addend: u64, read_at: Option<u32>| {
+        let body = format!("{name} ").into_bytes();
+        kv::OutcomeAnswer {
+            status,
+            numbers: vec![kv::AnswerNumber {
+                at: body.len() as u32,
+                read_at,
+                addend,
+            }],
+            body,
+        }
+    };
+    let mut answers = kv::BatchAnswers {
+        applied: numbered(201, "applied", 1, None),
+        guarded: vec![kv::GuardedAnswer {
+            prefix: Vec::new(),
+            answer: numbered(200, "guarded", 0, Some(0)),
+        }],
+        mismatch: numbered(409, "mismatch", 0, None),
+        past_ceiling: numbered(413, "past", 0, None),
+        no_counter: kv::OutcomeAnswer {
+            status: 404,
+            body: b"no counter".to_vec(),
+            numbers: Vec::new(),
+        },
+    };
+    if mode == "malformed" {
+        answers.applied.numbers[0].at = 99;
+    }
+    let _open = (mode == "writing").then(|| kv::begin_write().expect("begin"));
+    if let Err(e) = kv::submit_sequenced(&batch, &answers, None) {
+        return text(409, &format!("{e:?}"));
+    }
+    match mode {
+        "trap" => panic!("asked to trap after submitting"),
+        "twice" => {
+            let second = kv::submit_sequenced(&batch, &answers, None);
+            text(299, &format!("{second:?}"))
+        }
+        _ => text(299, "set aside"),
     }
 }
 

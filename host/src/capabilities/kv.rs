@@ -1,11 +1,14 @@
 //! `lab:platform/kv`: the service's namespace of the transactional store.
 
-use super::RequestState;
+use super::{AnswerSlot, RequestState};
 use crate::bindings::kv;
+use crate::deferred::{self, Announce, BatchAnswers, Deferred, OutcomeAnswer};
+use crate::events::Journal;
 use crate::kv::{
     full_keys, BatchOutcome, CounterSlot, Durability, KvError, Range, ReadTxn, SequencedBatch,
     SequencedWrite, WriteTxn,
 };
+use std::sync::Arc;
 use wasmtime::component::Resource;
 use wasmtime::Result;
 
@@ -55,6 +58,36 @@ fn batch_outcome(outcome: BatchOutcome) -> kv::BatchOutcome {
         BatchOutcome::Mismatch(base) => kv::BatchOutcome::Mismatch(base),
         BatchOutcome::PastCeiling(base) => kv::BatchOutcome::PastCeiling(base),
         BatchOutcome::NoCounter => kv::BatchOutcome::NoCounter,
+    }
+}
+
+fn outcome_answer(answer: kv::OutcomeAnswer) -> OutcomeAnswer {
+    OutcomeAnswer {
+        status: answer.status,
+        body: answer.body,
+        numbers: answer
+            .numbers
+            .into_iter()
+            .map(|n| deferred::Number {
+                at: n.at as usize,
+                read_at: n.read_at.map(|at| at as usize),
+                addend: n.addend,
+            })
+            .collect(),
+    }
+}
+
+fn batch_answers(answers: kv::BatchAnswers) -> BatchAnswers {
+    BatchAnswers {
+        applied: outcome_answer(answers.applied),
+        guarded: answers
+            .guarded
+            .into_iter()
+            .map(|g| (g.prefix, outcome_answer(g.answer)))
+            .collect(),
+        mismatch: outcome_answer(answers.mismatch),
+        past_ceiling: outcome_answer(answers.past_ceiling),
+        no_counter: outcome_answer(answers.no_counter),
     }
 }
 
@@ -141,6 +174,58 @@ impl kv::Host for RequestState {
             .await
             .map(batch_outcome)
             .map_err(wit_error))
+    }
+
+    async fn submit_sequenced(
+        &mut self,
+        batch: kv::SequencedBatch,
+        answers: kv::BatchAnswers,
+        advance: Option<kv::Advance>,
+    ) -> Result<Result<(), kv::KvError>> {
+        let refused = |why: &str| Ok(Err(kv::KvError::Storage(why.into())));
+        match self.answer {
+            AnswerSlot::Open => {}
+            AnswerSlot::Immediate => {
+                return refused("this call's answer cannot be left to a batch")
+            }
+            AnswerSlot::Deferred(_) => return refused("a request submits one batch at most"),
+        }
+        // As for `apply-sequenced`: invariant 4 of the store.
+        if self.open_writes > 0 {
+            return refused(
+                "a sequenced batch cannot be submitted while the request holds a write transaction",
+            );
+        }
+        let answers = batch_answers(answers);
+        if let Err(why) = answers.check() {
+            return refused(&format!("malformed answers: {why}"));
+        }
+        let count = batch.count;
+        let batch = match sequenced_batch(batch).ready() {
+            Ok(batch) => batch,
+            Err(e) => return Ok(Err(wit_error(e))),
+        };
+        let announce = self
+            .env
+            .feed
+            .as_ref()
+            .zip(advance)
+            .map(|(feed, a)| Announce {
+                feed: Arc::clone(feed),
+                journal: Journal {
+                    root_id: a.root_id,
+                    space_id: a.space_id,
+                    path: a.path,
+                },
+                count,
+            });
+        let kv = self.env.kv.clone();
+        self.answer = AnswerSlot::Deferred(Box::new(Deferred {
+            outcome: Box::pin(async move { kv.apply_ready(batch).await }),
+            answers,
+            announce,
+        }));
+        Ok(Ok(()))
     }
 }
 

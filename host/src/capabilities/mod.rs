@@ -105,6 +105,9 @@ pub struct RequestState {
     /// Whether this instance answers another service's call (it may then
     /// make none itself).
     nested: bool,
+    /// Whether the handler may leave its answer to a batch's outcome, and
+    /// the batch it left it to.
+    answer: AnswerSlot,
     /// The signatures verified on the connection whose request (or socket
     /// call) this instance answers; none for a nested call.
     pub verified: Option<Arc<crate::verified::Verified>>,
@@ -127,9 +130,39 @@ impl RequestState {
             digest,
             open_writes: 0,
             nested,
+            answer: AnswerSlot::Immediate,
             verified: None,
             _ticking: env.ticker.ticking(),
             env,
+        }
+    }
+}
+
+/// Where a handler's answer comes from.
+enum AnswerSlot {
+    /// From the handler alone: no handler is answering an HTTP request or
+    /// a call (a socket's call, `prepare`), so nothing would take a
+    /// deferred answer.
+    Immediate,
+    /// From the handler, which may leave it to a batch's outcome.
+    Open,
+    /// From the outcome of this batch (`kv.submit-sequenced`).
+    Deferred(Box<crate::deferred::Deferred>),
+}
+
+impl RequestState {
+    /// Lets the handler about to run leave its answer to a batch's outcome;
+    /// the caller takes the batch with [`RequestState::take_deferred`]
+    /// once the handler has returned.
+    pub fn allow_deferred(&mut self) {
+        self.answer = AnswerSlot::Open;
+    }
+
+    /// The batch the handler left its answer to, if any.
+    pub fn take_deferred(&mut self) -> Option<crate::deferred::Deferred> {
+        match std::mem::replace(&mut self.answer, AnswerSlot::Immediate) {
+            AnswerSlot::Deferred(deferred) => Some(*deferred),
+            _ => None,
         }
     }
 }

@@ -29,7 +29,7 @@
 //!    remap). A transaction that finds the map full is aborted alone and
 //!    answered [`KvError::Unavailable`], like one that finds the disk full;
 //!    nothing of it was written.
-//! 7. A sequenced batch ([`Namespace::apply_sequenced`]) is one group member
+//! 7. A sequenced batch ([`Namespace::apply_ready`]) is one group member
 //!    decided and applied in one step; it is answered, whatever it met,
 //!    once its group commits ("Key-value store" 10 in `docs/design.md`).
 //!    Batches that follow one another in the queue share one nested
@@ -49,7 +49,7 @@
 //! 9. The writer's state is behind one lock, which its thread holds for a
 //!    group from its first member to its answers. A sequenced batch
 //!    applied while no other is, and while fewer requests are being served
-//!    than there are cores ([`Namespace::apply_sequenced`]), is committed
+//!    than there are cores ([`Namespace::apply_ready`]), is committed
 //!    as a group of its own on the request's thread when it takes that
 //!    lock at once: the same steps as the writer's (1, 2, 7, 8), with no
 //!    thread to wake on the way in or out, and a core left for each other
@@ -58,7 +58,7 @@
 //!    full, a log file without room for the record, a checkpoint to
 //!    finish, and any batch that fails.
 
-use super::batch::{BatchOutcome, ReadyBatch, SequencedBatch};
+use super::batch::{BatchOutcome, ReadyBatch};
 use super::grouping::{Cores, Grouping};
 use super::log::{self, Log, Record};
 use super::{
@@ -449,10 +449,19 @@ impl Namespace {
         Ok(WriteTxn { ops: Some(ops) })
     }
 
-    /// Applies a sequenced batch in one exchange with the writer; answers
-    /// once what it read, and what it wrote, is durable (invariant 7).
-    pub async fn apply_sequenced(&self, batch: SequencedBatch) -> Result<BatchOutcome, KvError> {
-        let mut batch = batch.ready()?;
+    /// [`Namespace::apply_ready`], of a batch as the request names it.
+    #[cfg(test)]
+    pub async fn apply_sequenced(
+        &self,
+        batch: super::SequencedBatch,
+    ) -> Result<BatchOutcome, KvError> {
+        self.apply_ready(batch.ready()?).await
+    }
+
+    /// Applies a sequenced batch, checked already, in one exchange with the
+    /// writer; answers once what it read, and what it wrote, is durable
+    /// (invariant 7).
+    pub async fn apply_ready(&self, mut batch: ReadyBatch) -> Result<BatchOutcome, KvError> {
         let applying = Applying::enter(&self.store.applying);
         if applying.alone() && self.store.grouping.cores_to_spare() {
             if let Some(writer) = self.store.idle_writer() {
@@ -1367,7 +1376,7 @@ fn answer(op: Op, error: &KvError) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kv::{CounterSlot, SequencedWrite};
+    use crate::kv::{CounterSlot, SequencedBatch, SequencedWrite};
 
     fn open(name: &str) -> (std::path::PathBuf, Namespace) {
         open_with(

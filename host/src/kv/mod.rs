@@ -12,7 +12,7 @@ pub mod lmdb;
 pub mod log;
 pub mod postgres;
 
-pub use batch::{BatchOutcome, CounterSlot, SequencedBatch, SequencedWrite};
+pub use batch::{BatchOutcome, CounterSlot, ReadyBatch, SequencedBatch, SequencedWrite};
 pub use grouping::Serving;
 pub use lmdb::{KvStore, MapLimits, CEILING_SETTING};
 use std::sync::atomic::AtomicU64;
@@ -237,9 +237,14 @@ impl Namespace {
     /// Applies a sequenced batch; answers once its group is durable
     /// (invariant 7 of either backend).
     pub async fn apply_sequenced(&self, batch: SequencedBatch) -> Result<BatchOutcome, KvError> {
+        self.apply_ready(batch.ready()?).await
+    }
+
+    /// [`Namespace::apply_sequenced`], of a batch checked already.
+    pub async fn apply_ready(&self, batch: ReadyBatch) -> Result<BatchOutcome, KvError> {
         match self {
-            Namespace::Lmdb(ns) => ns.apply_sequenced(batch).await,
-            Namespace::Postgres(ns) => ns.apply_sequenced(batch).await,
+            Namespace::Lmdb(ns) => ns.apply_ready(batch).await,
+            Namespace::Postgres(ns) => ns.apply_ready(batch).await,
         }
     }
 }

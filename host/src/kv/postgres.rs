@@ -35,7 +35,7 @@
 //!    lost may have committed; the services' idempotency receipts settle a
 //!    retry either way.
 
-use super::batch::{BatchOutcome, ReadyBatch, SequencedBatch};
+use super::batch::{BatchOutcome, ReadyBatch};
 use super::{scan_bounds, Entries, KvError, Range, ScanBounds, Stats, IDLE_LIMIT};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -617,8 +617,7 @@ impl PgNamespace {
 
     /// Applies a sequenced batch through this host's batch writer; answers
     /// once its group committed (invariant 7).
-    pub async fn apply_sequenced(&self, batch: SequencedBatch) -> Result<BatchOutcome, KvError> {
-        let batch = batch.ready()?;
+    pub async fn apply_ready(&self, batch: ReadyBatch) -> Result<BatchOutcome, KvError> {
         let (reply, answer) = oneshot::channel();
         let stopped = || KvError::Storage("the batch writer stopped".into());
         self.batches

@@ -22,6 +22,11 @@ pub type Answer = Result<(u16, Value), Refusal>;
 /// A success whose result document is already JSON text.
 pub type Encoded = Result<(u16, Vec<u8>), Refusal>;
 
+/// What an operation answers once it left its answer to its batch's
+/// outcome (`kv.submit-sequenced`): the host sets this status and body
+/// aside for the answer the outcome picks.
+pub const LEFT_TO_THE_BATCH: (u16, Vec<u8>) = (201, Vec::new());
+
 /// The provisioned identity; a store that has none cannot serve.
 pub fn identity(r: &impl Reads) -> Result<Identity, Refusal> {
     store::identity(r)?

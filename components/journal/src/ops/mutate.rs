@@ -2,7 +2,9 @@
 //! writes and receipt against the store's live state in one step: `create`
 //! in one write transaction, `append` as one sequenced batch, prepared
 //! whole before it reaches the store, which fills in its positions from the
-//! space's head ("Key-value store" 10 in `docs/design.md`).
+//! space's head ("Key-value store" 10 in `docs/design.md`). An `append`
+//! hands the host the batch with its answer to each outcome and returns;
+//! the host answers once the outcome is durable ("Request lifecycle" 8).
 //!
 //! Receipts: the scope is (space, kind, operation ID); the root is implied,
 //! a store has one. The normalized request is hashed: for `create` the
@@ -11,9 +13,10 @@
 //! an explicit integer another). A replay answers the stored result with
 //! `replayed: true`, before any precondition is evaluated.
 //!
-//! A commit that advanced a journal is announced to the host (`advances`)
-//! once it is durable, and only when something listens; a replay or a
-//! refusal advanced nothing and announces nothing.
+//! A commit that advanced a journal is announced to the host (`advances`;
+//! for an `append`, by the host itself) once it is durable, and only when
+//! something listens; a replay or a refusal advanced nothing and announces
+//! nothing.
 
 use super::{entry_ref_json, existing_space, space_json, space_ref_json, Answer, Encoded};
 use crate::ids::SpaceId;
@@ -23,7 +26,7 @@ use crate::requests::{AppendRequest, CreateRequest, MAX_POSITION};
 use crate::store::{
     self, ArgumentIndex, FactIndex, Origin, Receipt, ReceiptKind, SpaceRecord, Writes,
 };
-use lab_guest::lab::platform::kv::BatchOutcome;
+use lab_guest::lab::platform::kv::{AnswerNumber, BatchAnswers, GuardedAnswer, OutcomeAnswer};
 use lab_guest::lab::platform::{advances, ids};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -36,9 +39,7 @@ fn request_digest(normalized: &Value) -> [u8; 32] {
 /// The stored result again, or a mismatch.
 fn replay(receipt: Receipt, digest: &[u8; 32]) -> Answer {
     if receipt.request_digest != *digest {
-        return Err(Refusal::IdempotencyMismatch(
-            "this operation ID already committed a different request".into(),
-        ));
+        return Err(different_request());
     }
     let mut result: Value = serde_json::from_slice(&receipt.result)
         .map_err(|_| Refusal::Internal("a stored receipt is malformed".into()))?;
@@ -256,7 +257,7 @@ pub fn append(request: AppendRequest) -> Encoded {
         .iter()
         .map(|fact| FactIndex::of(fact, &declared))
         .collect::<Result<Vec<_>, _>>()?;
-    let outcome = store::AppendBatch {
+    store::AppendBatch {
         space,
         operation_id: &request.operation_id,
         facts: &request.facts,
@@ -265,34 +266,157 @@ pub fn append(request: AppendRequest) -> Encoded {
         expected_cutoff: request.expected_cutoff,
         max_position: MAX_POSITION,
     }
-    .apply()?;
-    match outcome {
-        BatchOutcome::Applied(before) => {
-            let (first, last) = (before + 1, before + count);
-            announce(
-                &identity,
-                Advanced {
-                    space,
-                    path: record.path,
-                    cutoff: last,
-                },
-            );
-            Ok((201, result(first, last, false)))
-        }
-        BatchOutcome::Guarded(bytes) => {
-            replay_append(store::decode_receipt(&bytes)?, &digest, result)
-        }
-        BatchOutcome::Mismatch(actual) => match request.expected_cutoff {
-            Some(expected) => Err(Refusal::Conflict { expected, actual }),
-            None => Err(Refusal::Internal(
-                "the store answered a mismatch where no cutoff was expected".into(),
-            )),
+    .submit(
+        &append_answers(&identity, space, count, &digest, request.expected_cutoff),
+        &advances::Advance {
+            root_id: identity.root.to_string(),
+            space_id: space.to_string(),
+            path: record.path,
+            cutoff: 0,
         },
-        BatchOutcome::PastCeiling(_) => Err(Refusal::LimitExceeded(
-            "the batch would pass the last position".into(),
-        )),
-        BatchOutcome::NoCounter => Err(Refusal::Internal("a space without a head".into())),
+    )?;
+    Ok(super::LEFT_TO_THE_BATCH)
+}
+
+/// The answer to each outcome an append's batch may meet, as the host
+/// fills them in: what the instance would answer itself, from its page
+/// and refusal renderers, had it waited for the outcome.
+fn append_answers(
+    identity: &store::Identity,
+    space: SpaceId,
+    count: u64,
+    digest: &[u8; 32],
+    expected_cutoff: Option<u64>,
+) -> BatchAnswers {
+    let fixed = |(status, body): (u16, &str)| OutcomeAnswer {
+        status,
+        body: body.as_bytes().to_vec(),
+        numbers: Vec::new(),
+    };
+    let number = |at: usize, read_at: Option<u32>, addend: u64| AnswerNumber {
+        at: at as u32,
+        read_at,
+        addend,
+    };
+    let (body, at) = page_json::appended_template(identity.root, space, false);
+    let applied = OutcomeAnswer {
+        status: 201,
+        body,
+        numbers: vec![
+            number(at.cutoff, None, count),
+            number(at.first, None, 1),
+            number(at.last, None, count),
+        ],
+    };
+    let (prefix, first_at, last_at) = store::positions_receipt(digest);
+    let (body, at) = page_json::appended_template(identity.root, space, true);
+    let replayed = OutcomeAnswer {
+        status: 200,
+        body,
+        numbers: vec![
+            number(at.cutoff, Some(last_at), 0),
+            number(at.first, Some(first_at), 0),
+            number(at.last, Some(last_at), 0),
+        ],
+    };
+    let mismatch = match expected_cutoff {
+        Some(expected) => {
+            let (body, at) =
+                numbered(|actual| crate::refusal_body(&Refusal::Conflict { expected, actual }));
+            OutcomeAnswer {
+                status: Refusal::Conflict {
+                    expected,
+                    actual: 0,
+                }
+                .status(),
+                body,
+                numbers: at.into_iter().map(|at| number(at, None, 0)).collect(),
+            }
+        }
+        None => fixed(NO_EXPECTED_MISMATCH),
+    };
+    BatchAnswers {
+        applied,
+        guarded: vec![
+            GuardedAnswer {
+                prefix,
+                answer: replayed,
+            },
+            // A receipt with this digest and a JSON result was written
+            // before batches were sequenced by the store, so it was
+            // durable before any snapshot of this process: `append`
+            // answered it from its snapshot.
+            GuardedAnswer {
+                prefix: digest.to_vec(),
+                answer: fixed(SNAPSHOT_RECEIPT),
+            },
+            GuardedAnswer {
+                prefix: Vec::new(),
+                answer: fixed(DIFFERENT_REQUEST),
+            },
+        ],
+        mismatch,
+        past_ceiling: fixed(PAST_CEILING),
+        no_counter: fixed(NO_HEAD),
     }
+}
+
+// The answers to the outcomes that carry no number, as `refusal_body`
+// renders their refusals, written out so that an append builds none of
+// them (each checked against its refusal by a test).
+const NO_EXPECTED_MISMATCH: (u16, &str) = (
+    500,
+    r#"{"error":"internal","message":"the store answered a mismatch where no cutoff was expected"}"#,
+);
+const SNAPSHOT_RECEIPT: (u16, &str) = (
+    500,
+    r#"{"error":"internal","message":"a receipt of this request is in a form only its snapshot replays"}"#,
+);
+const DIFFERENT_REQUEST: (u16, &str) = (
+    409,
+    r#"{"error":"idempotency_mismatch","message":"this operation ID already committed a different request"}"#,
+);
+const PAST_CEILING: (u16, &str) = (
+    413,
+    r#"{"error":"limit_exceeded","message":"the batch would pass the last position"}"#,
+);
+const NO_HEAD: (u16, &str) = (
+    500,
+    r#"{"error":"internal","message":"a space without a head"}"#,
+);
+
+/// A body `render` writes with one number, and where that number goes, in
+/// order: the places where renderings with two numbers that differ only in
+/// their last digit differ, so no other text of the body, whatever it
+/// holds, is taken for the number.
+fn numbered(render: impl Fn(u64) -> Vec<u8>) -> (Vec<u8>, Vec<usize>) {
+    const ONE: u64 = u64::MAX;
+    const OTHER: u64 = u64::MAX - 1;
+    let (one, other) = (render(ONE), render(OTHER));
+    let digits = ONE.to_string().into_bytes();
+    let mut body = Vec::with_capacity(one.len());
+    let mut at = Vec::new();
+    let mut from = 0;
+    let mut i = 0;
+    while i < one.len() {
+        let differs = one.get(i..i + digits.len()) == Some(digits.as_slice())
+            && one.get(i..i + digits.len() - 1) == other.get(i..i + digits.len() - 1)
+            && one.get(i + digits.len() - 1) != other.get(i + digits.len() - 1);
+        if differs {
+            body.extend_from_slice(&one[from..i]);
+            at.push(body.len());
+            i += digits.len();
+            from = i;
+        } else {
+            i += 1;
+        }
+    }
+    body.extend_from_slice(&one[from..]);
+    (body, at)
+}
+
+fn different_request() -> Refusal {
+    Refusal::IdempotencyMismatch("this operation ID already committed a different request".into())
 }
 
 /// An append's stored result again, or a mismatch. Receipts hold the
@@ -345,4 +469,166 @@ pub fn provision(declared: &ArgumentIndex) -> Result<(), Refusal> {
     writes.head(identity.root_space, 0);
     writes.argument_index(declared);
     writes.commit(&txn)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::{InstanceId, RootId};
+    use lab_guest::lab::platform::kv::BatchOutcome;
+
+    /// The answer the instance gives itself once it knows the outcome.
+    fn immediate(
+        identity: &store::Identity,
+        space: SpaceId,
+        count: u64,
+        digest: &[u8; 32],
+        expected_cutoff: Option<u64>,
+        outcome: &BatchOutcome,
+    ) -> (u16, Vec<u8>) {
+        let result = |first: u64, last: u64, replayed: bool| {
+            page_json::appended(identity.root, space, first, last, replayed)
+        };
+        let answer = match outcome {
+            BatchOutcome::Applied(before) => Ok((201, result(before + 1, before + count, false))),
+            BatchOutcome::Guarded(bytes) => store::decode_receipt(bytes)
+                .and_then(|receipt| replay_append(receipt, digest, result)),
+            BatchOutcome::Mismatch(actual) => match expected_cutoff {
+                Some(expected) => Err(Refusal::Conflict {
+                    expected,
+                    actual: *actual,
+                }),
+                None => Err(no_expected_mismatch()),
+            },
+            BatchOutcome::PastCeiling(_) => Err(past_ceiling()),
+            BatchOutcome::NoCounter => Err(no_head()),
+        };
+        answer.unwrap_or_else(|refusal| (refusal.status(), crate::refusal_body(&refusal)))
+    }
+
+    /// The answer the host fills in for `outcome` (`host/src/deferred.rs`).
+    fn filled(answers: &BatchAnswers, outcome: &BatchOutcome) -> (u16, Vec<u8>) {
+        let (answer, base, guard) = match outcome {
+            BatchOutcome::Applied(base) => (&answers.applied, Some(*base), None),
+            BatchOutcome::Mismatch(base) => (&answers.mismatch, Some(*base), None),
+            BatchOutcome::PastCeiling(base) => (&answers.past_ceiling, Some(*base), None),
+            BatchOutcome::NoCounter => (&answers.no_counter, None, None),
+            BatchOutcome::Guarded(value) => {
+                let guarded = answers
+                    .guarded
+                    .iter()
+                    .find(|g| value.starts_with(&g.prefix));
+                (&guarded.expect("an answer").answer, None, Some(value))
+            }
+        };
+        let mut body = Vec::new();
+        let mut from = 0;
+        for number in &answer.numbers {
+            let at = number.at as usize;
+            body.extend_from_slice(&answer.body[from..at]);
+            from = at;
+            let base = match number.read_at {
+                None => base.unwrap(),
+                Some(at) => {
+                    let at = at as usize;
+                    u64::from_be_bytes(guard.unwrap()[at..at + 8].try_into().unwrap())
+                }
+            };
+            body.extend_from_slice((base + number.addend).to_string().as_bytes());
+        }
+        body.extend_from_slice(&answer.body[from..]);
+        (answer.status, body)
+    }
+
+    fn receipt(digest: &[u8; 32], first: u64, last: u64) -> Vec<u8> {
+        let (mut value, _, _) = store::positions_receipt(digest);
+        value.extend_from_slice(&first.to_be_bytes());
+        value.extend_from_slice(&last.to_be_bytes());
+        value
+    }
+
+    #[test]
+    fn the_host_fills_in_what_the_instance_would_answer_for_every_outcome() {
+        let identity = store::Identity {
+            root: RootId([0xab; 16]),
+            root_space: SpaceId([1; 16]),
+            instance: InstanceId([2; 16]),
+            cursor_key: [3; 32],
+        };
+        let space = SpaceId([4; 16]);
+        let digest = [7u8; 32];
+        let other = [8u8; 32];
+        let mut legacy = other.to_vec();
+        legacy.extend_from_slice(b"{\"cutoff\":3}");
+        let outcomes = [
+            BatchOutcome::Applied(0),
+            BatchOutcome::Applied(41),
+            BatchOutcome::Applied(MAX_POSITION - 3),
+            BatchOutcome::Guarded(receipt(&digest, 5, 7)),
+            BatchOutcome::Guarded(receipt(&other, 5, 7)),
+            BatchOutcome::Guarded(legacy),
+            BatchOutcome::Mismatch(0),
+            BatchOutcome::Mismatch(12_345),
+            BatchOutcome::Mismatch(u64::MAX),
+            BatchOutcome::PastCeiling(MAX_POSITION),
+            BatchOutcome::NoCounter,
+        ];
+        for expected in [None, Some(0), Some(9), Some(u64::MAX), Some(u64::MAX - 1)] {
+            for count in [1, 3] {
+                let answers = append_answers(&identity, space, count, &digest, expected);
+                for outcome in &outcomes {
+                    let (status, body) = filled(&answers, outcome);
+                    let (want_status, want_body) =
+                        immediate(&identity, space, count, &digest, expected, outcome);
+                    assert_eq!(
+                        (status, String::from_utf8(body).unwrap()),
+                        (want_status, String::from_utf8(want_body).unwrap()),
+                        "{outcome:?}, expected {expected:?}, count {count}"
+                    );
+                }
+            }
+        }
+    }
+
+    fn no_expected_mismatch() -> Refusal {
+        Refusal::Internal("the store answered a mismatch where no cutoff was expected".into())
+    }
+
+    fn past_ceiling() -> Refusal {
+        Refusal::LimitExceeded("the batch would pass the last position".into())
+    }
+
+    fn no_head() -> Refusal {
+        Refusal::Internal("a space without a head".into())
+    }
+
+    #[test]
+    fn the_written_out_answers_are_what_their_refusals_render() {
+        let snapshot_receipt = Refusal::Internal(
+            "a receipt of this request is in a form only its snapshot replays".into(),
+        );
+        for ((status, body), refusal) in [
+            (NO_EXPECTED_MISMATCH, no_expected_mismatch()),
+            (SNAPSHOT_RECEIPT, snapshot_receipt),
+            (DIFFERENT_REQUEST, different_request()),
+            (PAST_CEILING, past_ceiling()),
+            (NO_HEAD, no_head()),
+        ] {
+            assert_eq!(
+                (status, body),
+                (
+                    refusal.status(),
+                    std::str::from_utf8(&crate::refusal_body(&refusal)).unwrap()
+                )
+            );
+        }
+    }
+
+    #[test]
+    fn a_numbered_body_finds_its_number_and_nothing_else() {
+        let render = |n: u64| format!("[{},{n},{n}]", u64::MAX).into_bytes();
+        let (body, at) = numbered(render);
+        assert_eq!(body, format!("[{},,]", u64::MAX).into_bytes());
+        assert_eq!(at, vec![22, 23]);
+    }
 }
