@@ -116,6 +116,54 @@ fn past_a_services_budget_a_request_is_refused_and_operational_routes_answer() {
     );
 }
 
+/// An answer left to a batch keeps its place in the budget until the
+/// batch is durable, though its instance is gone: the budget bounds the
+/// requests waiting on the store as it bounds instances.
+#[test]
+fn an_answer_waiting_on_its_batch_keeps_its_place_in_the_budget() {
+    let probe = support::built_component("probe");
+    let labd = Labd::start(
+        "budget-deferred",
+        &probe_args(
+            probe.to_str().unwrap(),
+            &[
+                "--max-concurrent-requests",
+                "2",
+                "--instance-wait-ms",
+                "300",
+            ],
+        ),
+    );
+    let bytes = labd.bytes();
+    assert_eq!(bytes.post("/kv/counter", None, b"").status, 200);
+
+    // One request holds the store's writer, waiting on its body; a second
+    // submits a batch, which waits behind it for the writer.
+    let before = instantiations(&labd);
+    let mut holder = start_slow(bytes, "/kv/hold-writer", "", 2, 1);
+    support::eventually("the writer is held", || instantiations(&labd) == before + 1);
+    let submitted = std::thread::spawn(move || bytes.post("/kv/submit?key=ok&value=a", None, b""));
+    support::eventually("the batch is submitted", || {
+        instantiations(&labd) == before + 2
+    });
+
+    let refused = bytes.get("/ok");
+    assert_unavailable(&refused, "bytes");
+
+    holder.write_all(b"}").unwrap();
+    let held = support::read_response(&mut holder);
+    assert_eq!((held.status, held.body), (200, b"2".to_vec()));
+    let answered = submitted.join().unwrap();
+    assert_eq!(
+        (
+            answered.status,
+            String::from_utf8_lossy(&answered.body).into_owned()
+        ),
+        (201, "applied 1".to_string())
+    );
+    assert_eq!(bytes.get("/ok").status, 200);
+}
+
 #[test]
 fn a_flood_of_slow_clients_leaves_every_service_live_and_ends_by_itself() {
     let labd = Labd::start(

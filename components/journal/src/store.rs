@@ -673,20 +673,17 @@ pub fn positions_receipt(digest: &[u8; DIGEST_BYTES]) -> (Vec<u8>, u32, u32) {
     )
 }
 
-/// A failed exchange with the store, as a refusal.
-fn batch_failed(e: KvError) -> Refusal {
-    no_room(e).unwrap_or_else(|e| {
-        Refusal::Internal(format!("the batch failed; its outcome is uncertain: {e:?}"))
-    })
-}
-
 impl AppendBatch<'_> {
     /// Leaves the request's answer to the batch's outcome: the host
     /// applies it once the handler has returned, announces `advance` if it
     /// applied, and answers as `answers` say for the outcome it met, once
     /// durable.
     pub fn submit(self, answers: &BatchAnswers, advance: &Advance) -> Result<(), Refusal> {
-        kv::submit_sequenced(&self.sequenced(), answers, Some(advance)).map_err(batch_failed)
+        kv::submit_sequenced(&self.sequenced(), answers, Some(advance)).map_err(|e| {
+            no_room(e).unwrap_or_else(|e| {
+                Refusal::Internal(format!("the batch failed; its outcome is uncertain: {e:?}"))
+            })
+        })
     }
 
     fn sequenced(self) -> SequencedBatch {

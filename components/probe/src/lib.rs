@@ -13,6 +13,7 @@
 //! | `POST /kv/two-writers` | opens a second write transaction while one is open |
 //! | `POST /kv/batch-while-writing` | applies a sequenced batch while a write transaction is open |
 //! | `POST /kv/counter` | one write transaction: sets the counter of `/kv/submit` to 0 |
+//! | `POST /kv/hold-writer` | opens a write transaction, puts one key, reads its body to the end, then commits; answers the body's length, or 400 when the body broke off |
 //! | `POST /kv/submit?key=MODE&value=G` | `kv.submit-sequenced` of a batch advancing the counter by 1, guarded by key G (MODE without one; see [`submit`]); MODE `ok`; `expect-5` (expects the counter at 5); `ceiling` (ceiling 0); `trap` (traps after submitting); `twice` (submits a second batch); `writing` (submits holding a write transaction: 409 with the refusal); `malformed` (a number past its body: 409 with the refusal) |
 //! | `POST /call?key=S&value=T` | sends its body to service S as `POST T` (JSON); answers the peer's status and body, or 502 with the call's error |
 //! | `POST /forward?key=S&value=T` | `call-streaming` of `POST T` to S with its own body forwarded; answers the peer's status and body (read through `response-body`), or 502 |
@@ -157,6 +158,17 @@ impl Guest for Probe {
                     .expect("put");
                 txn.commit().expect("commit");
                 text(200, "0")
+            }
+            ("POST", "/kv/hold-writer") => {
+                let txn = kv::begin_write().expect("begin");
+                txn.put(TABLE, b"held", b"1").expect("put");
+                match read_body(body) {
+                    Ok(bytes) => {
+                        txn.commit().expect("commit");
+                        text(200, &bytes.len().to_string())
+                    }
+                    Err(e) => text(400, &e),
+                }
             }
             ("POST", "/kv/submit") => {
                 let (mode, guard) = (param(0), param(1));

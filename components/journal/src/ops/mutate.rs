@@ -321,14 +321,10 @@ fn append_answers(
     };
     let mismatch = match expected_cutoff {
         Some(expected) => {
-            let (body, at) =
-                numbered(|actual| crate::refusal_body(&Refusal::Conflict { expected, actual }));
+            let conflict = |actual| Refusal::Conflict { expected, actual };
+            let (body, at) = numbered(|actual| crate::refusal_body(&conflict(actual)));
             OutcomeAnswer {
-                status: Refusal::Conflict {
-                    expected,
-                    actual: 0,
-                }
-                .status(),
+                status: conflict(0).status(),
                 body,
                 numbers: at.into_iter().map(|at| number(at, None, 0)).collect(),
             }
@@ -386,26 +382,26 @@ const NO_HEAD: (u16, &str) = (
 );
 
 /// A body `render` writes with one number, and where that number goes, in
-/// order: the places where renderings with two numbers that differ only in
-/// their last digit differ, so no other text of the body, whatever it
-/// holds, is taken for the number.
+/// order: the places where a rendering with one number holds its digits
+/// and a rendering with another, of as many digits, holds the other's, so
+/// no other text of the body, whatever it holds, is taken for the number.
 fn numbered(render: impl Fn(u64) -> Vec<u8>) -> (Vec<u8>, Vec<usize>) {
     const ONE: u64 = u64::MAX;
     const OTHER: u64 = u64::MAX - 1;
     let (one, other) = (render(ONE), render(OTHER));
-    let digits = ONE.to_string().into_bytes();
+    let (one_digits, other_digits) = (ONE.to_string(), OTHER.to_string());
+    let width = one_digits.len();
     let mut body = Vec::with_capacity(one.len());
     let mut at = Vec::new();
     let mut from = 0;
     let mut i = 0;
     while i < one.len() {
-        let differs = one.get(i..i + digits.len()) == Some(digits.as_slice())
-            && one.get(i..i + digits.len() - 1) == other.get(i..i + digits.len() - 1)
-            && one.get(i + digits.len() - 1) != other.get(i + digits.len() - 1);
-        if differs {
+        if one.get(i..i + width) == Some(one_digits.as_bytes())
+            && other.get(i..i + width) == Some(other_digits.as_bytes())
+        {
             body.extend_from_slice(&one[from..i]);
             at.push(body.len());
-            i += digits.len();
+            i += width;
             from = i;
         } else {
             i += 1;
