@@ -1586,6 +1586,11 @@ mod tests {
     async fn a_lone_batch_commits_a_group_of_its_own() {
         let (dir, ns) = open("lone");
         set_counter(&ns, 5).await;
+        // The writer answers its group's members before it lets go of its
+        // lock (invariant 9): a batch applied in between finds it held.
+        while ns.store.idle_writer().is_none() {
+            tokio::task::yield_now().await;
+        }
         let (groups, transactions) = counts(&ns);
         let lone_before = lone(&ns);
         assert_eq!(
